@@ -1,0 +1,203 @@
+"""The sweep config: one YAML file, validated up front, one clear error per bad field.
+
+Every model forbids unknown keys (a typo is an error, not a silent default) and every
+error names its YAML path: ``scheduler.eta: must be an integer >= 2, got 1``.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+from costtune.cost import CostModel
+from costtune.errors import ConfigError
+
+#: Where ``search_space: NAME.yaml`` is also looked up: the repository's library.
+SEARCH_SPACE_LIBRARY = Path(__file__).resolve().parent.parent / "search_spaces"
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class TrainableConfig(_Strict):
+    name: str = Field("amp", description="'amp' (built-in) or 'module:function'")
+    args: dict[str, Any] = Field(default_factory=dict)
+
+    @field_validator("name")
+    @classmethod
+    def _reference(cls, v: str) -> str:
+        if v != "amp" and not re.fullmatch(r"[A-Za-z_][\w.]*:[A-Za-z_]\w*", v):
+            raise ValueError(f"must be 'amp' or a 'module:function' reference, got {v!r}")
+        return v
+
+
+class ParamSpec(_Strict):
+    """One hyperparameter's distribution."""
+
+    type: Literal["uniform", "loguniform", "int", "logint", "choice"]
+    low: float | None = None
+    high: float | None = None
+    values: list[Any] | None = None
+
+    @model_validator(mode="after")
+    def _bounds(self) -> ParamSpec:
+        if self.type == "choice":
+            if not self.values:
+                raise ValueError("choice needs a non-empty 'values' list")
+            if self.low is not None or self.high is not None:
+                raise ValueError("choice takes 'values', not 'low'/'high'")
+            return self
+        if self.values is not None:
+            raise ValueError(f"{self.type} takes 'low' and 'high', not 'values'")
+        if self.low is None or self.high is None:
+            raise ValueError(f"{self.type} needs both 'low' and 'high'")
+        if not (math.isfinite(self.low) and math.isfinite(self.high)) or self.low >= self.high:
+            raise ValueError(f"needs finite low < high, got low={self.low}, high={self.high}")
+        if self.type.startswith("log") and self.low <= 0:
+            raise ValueError(f"{self.type} needs low > 0, got {self.low}")
+        if self.type in ("int", "logint") and (
+            self.low != int(self.low) or self.high != int(self.high)
+        ):
+            raise ValueError(f"{self.type} needs integer bounds, got {self.low}, {self.high}")
+        return self
+
+
+class SearcherConfig(_Strict):
+    type: Literal["optuna", "hyperopt", "random", "grid"] = "optuna"
+    n_startup_trials: int | None = Field(None, ge=1, description="random trials before TPE models")
+
+
+class SchedulerConfig(_Strict):
+    type: Literal["cost_aware_hyperband", "fifo"] = "cost_aware_hyperband"
+    grace_epochs: int = Field(5, ge=1)
+    eta: int = Field(5, ge=2)
+    brackets: int | None = Field(None, ge=1)
+    promotion: Literal["cost_share", "loss", "pareto"] = "cost_share"
+
+
+class CostConfig(_Strict):
+    accelerator: str = "A100"
+    prices: dict[str, float] = Field(default_factory=dict)
+    business_value_usd: float = Field(1.0, ge=0, allow_inf_nan=False)
+    baseline_metric: float | None = Field(None, allow_inf_nan=False)
+    time_field: str = "time_total_s"
+
+    def cost_model(self) -> CostModel:
+        return CostModel(accelerator=self.accelerator, prices=self.prices)
+
+
+class ResourcesConfig(_Strict):
+    cpus: float = Field(1.0, gt=0, allow_inf_nan=False)
+    gpus: float = Field(0.0, ge=0, allow_inf_nan=False)
+
+
+class SweepConfig(_Strict):
+    """A whole sweep. See ``experiments/digits.yaml`` for an annotated example."""
+
+    name: str = Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]*$", max_length=100)
+    trainable: TrainableConfig = TrainableConfig()
+    metric: str = "val_loss"
+    mode: Literal["min", "max"] = "min"
+    max_epochs: int = Field(ge=1, le=1_000_000)
+    num_samples: int = Field(ge=1, le=1_000_000)
+    max_concurrent_trials: int | None = Field(None, ge=1)
+    seed: int = Field(0, ge=0, lt=2**32)
+    search_space: dict[str, ParamSpec] = Field(min_length=1)
+    searcher: SearcherConfig = SearcherConfig()
+    scheduler: SchedulerConfig = SchedulerConfig()
+    cost: CostConfig = CostConfig()
+    resources: ResourcesConfig = ResourcesConfig()
+
+    @model_validator(mode="after")
+    def _consistent(self) -> SweepConfig:
+        if (
+            self.scheduler.type == "cost_aware_hyperband"
+            and self.scheduler.grace_epochs > self.max_epochs
+        ):
+            raise ValueError(
+                f"scheduler.grace_epochs: must be <= max_epochs ({self.max_epochs}), "
+                f"got {self.scheduler.grace_epochs}"
+            )
+        clash = sorted(set(self.search_space) & set(self.trainable.args))
+        if clash:
+            raise ValueError(f"search_space.{clash[0]}: also fixed in trainable.args; keep one")
+        if self.searcher.type == "grid":
+            raise ValueError(
+                "searcher.type: grid search is only available through the budget gate "
+                "(`costtune gate`, not in this release); use optuna, hyperopt or random"
+            )
+        self.cost.cost_model()  # prices and accelerator are checked here, naming the field
+        return self
+
+
+def load_config(path: str | Path, overrides: dict[str, Any] | None = None) -> SweepConfig:
+    """Read and validate a sweep config; raise :class:`ConfigError` with a one-line message."""
+    path = Path(path)
+    try:
+        raw = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise ConfigError(f"config: no such file: {path}") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ConfigError(f"config: cannot read {path}: {exc}") from None
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
+        raise ConfigError(f"config: {path} is not valid YAML{where}") from None
+    if not isinstance(raw, dict):
+        raise ConfigError(
+            f"config: {path} must be a YAML mapping of keys, got {type(raw).__name__}"
+        )
+    if isinstance(raw.get("search_space"), str):
+        raw["search_space"] = _load_search_space(raw["search_space"], path.parent)
+    return parse_config({**raw, **(overrides or {})})
+
+
+def parse_config(raw: dict[str, Any]) -> SweepConfig:
+    """Validate an already-parsed config mapping (the Python API's entry point)."""
+    try:
+        return SweepConfig.model_validate(raw)
+    except ValidationError as exc:
+        raise ConfigError(_one_line(exc)) from None
+
+
+def _load_search_space(name: str, base: Path) -> Any:
+    for candidate in (
+        base / name,
+        Path(name),
+        SEARCH_SPACE_LIBRARY / name,
+        SEARCH_SPACE_LIBRARY / f"{name}.yaml",
+    ):
+        if candidate.is_file():
+            try:
+                return yaml.safe_load(candidate.read_text(encoding="utf-8"))
+            except yaml.YAMLError:
+                raise ConfigError(f"search_space: {candidate} is not valid YAML") from None
+    raise ConfigError(
+        f"search_space: no search-space file {name!r} (looked beside the config and in search_spaces/)"
+    )
+
+
+def _one_line(exc: ValidationError) -> str:
+    err = exc.errors(include_url=False)[0]
+    loc = ".".join(str(p) for p in err["loc"] if not str(p).startswith("function-"))
+    msg: str = err["msg"]
+    kind = err["type"]
+    if kind == "extra_forbidden":
+        return f"{loc}: unknown key"
+    if kind == "missing":
+        return f"{loc}: required key is missing"
+    prefix = f"{loc}: " if loc else ""
+    if kind == "value_error":
+        msg = msg.removeprefix("Value error, ")
+        # a model-level check names its own field when it can
+        return msg if re.match(r"^[\w.]+: ", msg) else f"{prefix}{msg}"
+    got = repr(err.get("input"))
+    if len(got) > 60:
+        got = got[:57] + "..."
+    return f"{prefix}{msg[:1].lower()}{msg[1:]}, got {got}"

@@ -1,0 +1,308 @@
+"""The ledger: one row per trial, built from an append-only log of metered events.
+
+Every reported epoch is one JSON line in ``ledger.jsonl`` (written and flushed as it
+happens), every trial end is another. The trial table (pandas, CSV, Parquet) and the
+sweep summary are *derived* from that log, so a resumed sweep re-reads the log and
+appends to it instead of starting a new one, and a killed driver loses at most the
+line it was writing (a torn last line is skipped on load).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import tempfile
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from costtune.cost import CostModel, device_hours, improvement, roi
+
+LEDGER_FILE = "ledger.jsonl"
+
+
+@dataclass(slots=True)
+class TrialRecord:
+    """What the ledger knows about one trial; updated by each metered report."""
+
+    trial_id: str
+    config: dict[str, Any]
+    device_kind: str = "cpu"
+    devices: float = 1.0
+    epochs: int = 0
+    seconds: float = 0.0
+    history: list[tuple[int, float, float]] = field(default_factory=list)  # epoch, s, metric
+    last_metrics: dict[str, float] = field(default_factory=dict)
+    best_metrics: dict[str, float] = field(default_factory=dict)  # all metrics at the best epoch
+    status: str = "RUNNING"
+    stop_reason: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class LedgerSpec:
+    """How to turn metered events into dollars and ROI.
+
+    Args:
+        metric: the metric optimised, e.g. ``val_loss``.
+        mode: ``min`` or ``max``.
+        cost_model: prices.
+        business_value_usd: USD value of one unit of metric improvement (ROI numerator).
+        baseline_metric: the reference Δmetric is measured against; ``None`` means each
+            trial's own first report (ROI = what the epochs after the first bought).
+        max_epochs: the full training length, for the "every trial ran to the end" cost.
+    """
+
+    metric: str
+    mode: str
+    cost_model: CostModel
+    business_value_usd: float = 1.0
+    baseline_metric: float | None = None
+    max_epochs: int | None = None
+
+
+class Ledger:
+    """Append-only record of a sweep's metered trials.
+
+    Args:
+        spec: metric and prices.
+        directory: where ``ledger.jsonl`` lives; ``None`` keeps the ledger in memory.
+    """
+
+    def __init__(self, spec: LedgerSpec, directory: Path | str | None = None) -> None:
+        self.spec = spec
+        self.trials: dict[str, TrialRecord] = {}
+        self._path = Path(directory) / LEDGER_FILE if directory is not None else None
+        if self._path is not None and self._path.exists():
+            for event in _read_events(self._path):
+                self._apply(event)
+
+    # ----------------------------------------------------------------- recording
+    def record_result(
+        self,
+        trial_id: str,
+        *,
+        epoch: int,
+        seconds: float,
+        metrics: Mapping[str, float],
+        config: Mapping[str, Any] | None = None,
+        device_kind: str = "cpu",
+        devices: float = 1.0,
+    ) -> TrialRecord:
+        """Record one reported epoch of a trial (``seconds`` is cumulative metered time)."""
+        event: dict[str, Any] = {
+            "event": "result",
+            "trial_id": trial_id,
+            "epoch": int(epoch),
+            "seconds": float(seconds),
+            "metrics": {k: _json_number(v) for k, v in metrics.items()},
+            "device_kind": device_kind,
+            "devices": float(devices),
+        }
+        if trial_id not in self.trials:
+            event["config"] = dict(config or {})
+        self._write(event)
+        return self._apply(event)
+
+    def end(self, trial_id: str, *, status: str, stop_reason: str) -> None:
+        """Record how a trial ended (``status`` TERMINATED/ERROR, a ``stop_reason``)."""
+        event = {"event": "end", "trial_id": trial_id, "status": status, "stop_reason": stop_reason}
+        self._write(event)
+        self._apply(event)
+
+    def _write(self, event: Mapping[str, Any]) -> None:
+        if self._path is None:
+            return
+        self._path.parent.mkdir(parents=True, exist_ok=True)
+        with self._path.open("a", encoding="utf-8") as fh:
+            fh.write(json.dumps(event, allow_nan=False) + "\n")
+            fh.flush()
+
+    def _apply(self, event: Mapping[str, Any]) -> TrialRecord:
+        trial_id = event["trial_id"]
+        record = self.trials.get(trial_id)
+        if record is None:
+            record = TrialRecord(trial_id=trial_id, config=dict(event.get("config") or {}))
+            self.trials[trial_id] = record
+        if event["event"] == "end":
+            record.status = event["status"]
+            record.stop_reason = event["stop_reason"]
+            return record
+        metrics = {k: (math.nan if v is None else float(v)) for k, v in event["metrics"].items()}
+        record.device_kind = event["device_kind"]
+        record.devices = event["devices"]
+        record.epochs = max(record.epochs, event["epoch"])
+        record.seconds = max(record.seconds, event["seconds"])
+        record.last_metrics = metrics
+        record.status = "RUNNING"
+        value = metrics.get(self.spec.metric, math.nan)
+        if not math.isnan(value):
+            best = record.best_metrics.get(self.spec.metric, math.nan)
+            better = value < best if self.spec.mode == "min" else value > best
+            if math.isnan(best) or better:
+                record.best_metrics = {"epoch": float(event["epoch"]), **metrics}
+        if self.spec.metric in metrics:
+            record.history.append((event["epoch"], event["seconds"], value))
+        return record
+
+    # ------------------------------------------------------------------- reading
+    def cost_usd(self, record: TrialRecord) -> float:
+        return self.spec.cost_model.cost_usd(record.seconds, record.devices, record.device_kind)
+
+    def best_metric(self, record: TrialRecord) -> float:
+        values = [m for _, _, m in record.history if not math.isnan(m)]
+        if not values:
+            return math.nan
+        return min(values) if self.spec.mode == "min" else max(values)
+
+    def trial_roi(self, record: TrialRecord) -> float:
+        if not record.history:
+            return math.nan
+        baseline = self.spec.baseline_metric
+        if baseline is None:
+            baseline = record.history[0][2]
+        delta = improvement(baseline, self.best_metric(record), self.spec.mode)
+        return roi(delta, self.spec.business_value_usd, self.cost_usd(record))
+
+    def to_frame(self) -> pd.DataFrame:
+        """The trial cost table: one row per trial, one ``hp.<name>`` column per hyperparameter."""
+        metric = self.spec.metric
+        rows = []
+        for r in self.trials.values():
+            dh = device_hours(r.seconds, r.devices)
+            rows.append(
+                {
+                    "trial_id": r.trial_id,
+                    "status": r.status,
+                    "stop_reason": r.stop_reason,
+                    "epochs": r.epochs,
+                    "seconds": r.seconds,
+                    "device": self.spec.cost_model.device_label(r.device_kind),
+                    "devices": r.devices,
+                    "device_hours": dh,
+                    "gpu_hours": dh if r.device_kind == "gpu" else 0.0,
+                    "cost_usd": self.cost_usd(r),
+                    f"best_{metric}": self.best_metric(r),
+                    f"last_{metric}": r.history[-1][2] if r.history else math.nan,
+                    **{f"last_{k}": v for k, v in r.last_metrics.items() if k != metric},
+                    "roi": self.trial_roi(r),
+                    **{f"hp.{k}": _cell(v) for k, v in r.config.items()},
+                }
+            )
+        return pd.DataFrame(rows)
+
+    def summary(self) -> dict[str, Any]:
+        """Totals of the sweep (what ``summary.json`` holds)."""
+        metric, mode = self.spec.metric, self.spec.mode
+        total_cost = sum(self.cost_usd(r) for r in self.trials.values())
+        best_id, best = None, math.nan
+        for r in self.trials.values():
+            value = self.best_metric(r)
+            if math.isnan(value):
+                continue
+            if best_id is None or (value < best if mode == "min" else value > best):
+                best_id, best = r.trial_id, value
+        full = self.cost_if_all_ran_full_usd()
+        return {
+            "metric": metric,
+            "mode": mode,
+            "trials": len(self.trials),
+            "epochs": sum(r.epochs for r in self.trials.values()),
+            "total_cost_usd": total_cost,
+            "total_gpu_hours": sum(
+                device_hours(r.seconds, r.devices)
+                for r in self.trials.values()
+                if r.device_kind == "gpu"
+            ),
+            "total_device_hours": sum(
+                device_hours(r.seconds, r.devices) for r in self.trials.values()
+            ),
+            "best_trial_id": best_id,
+            "best_metric": None if best_id is None else best,
+            f"best_{metric}": None if best_id is None else best,
+            "best_config": None if best_id is None else self.trials[best_id].config,
+            "best_trial_metrics": None if best_id is None else self.trials[best_id].best_metrics,
+            "cost_if_all_ran_full_usd": full,
+            "saved_fraction": (1.0 - total_cost / full) if full and full > 0 else None,
+            "stop_reasons": _count(r.stop_reason or r.status for r in self.trials.values()),
+        }
+
+    def cost_if_all_ran_full_usd(self) -> float | None:
+        """What the sweep would have cost had every trial trained to ``max_epochs``.
+
+        Each trial's metered cost per epoch, extrapolated to ``max_epochs`` (a trial that
+        ran further than that is charged what it ran).
+        """
+        if self.spec.max_epochs is None:
+            return None
+        total = 0.0
+        for r in self.trials.values():
+            if r.epochs == 0:
+                continue
+            total += self.cost_usd(r) / r.epochs * max(self.spec.max_epochs, r.epochs)
+        return total
+
+    # ------------------------------------------------------------------ writing
+    def write_tables(self, directory: Path | str, **extra: Any) -> dict[str, Any]:
+        """Write ``trials.csv``, ``trials.parquet`` and ``summary.json`` atomically.
+
+        ``extra`` fields are added to the summary, which is returned.
+        """
+        directory = Path(directory)
+        frame = self.to_frame()
+        _atomic(directory / "trials.csv", lambda p: frame.to_csv(p, index=False))
+        _atomic(directory / "trials.parquet", lambda p: frame.to_parquet(p, index=False))
+        summary = {**self.summary(), **extra}
+        _atomic(
+            directory / "summary.json",
+            lambda p: Path(p).write_text(json.dumps(summary, indent=2, default=_json_default)),
+        )
+        return summary
+
+
+def _read_events(path: Path) -> Iterator[dict[str, Any]]:
+    with path.open(encoding="utf-8") as fh:
+        for line in fh:
+            try:
+                yield json.loads(line)
+            except json.JSONDecodeError:
+                # A torn final line from a killed writer: the rest of the log still stands.
+                continue
+
+
+def _atomic(path: Path, write: Any) -> None:
+    """Write via a temporary file in the same directory, then rename over ``path``."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    os.close(fd)
+    try:
+        write(tmp)
+        os.replace(tmp, path)
+    finally:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+
+
+def _json_number(value: Any) -> float | None:
+    value = float(value)
+    return value if math.isfinite(value) else None
+
+
+def _json_default(value: Any) -> Any:
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    return str(value)
+
+
+def _cell(value: Any) -> Any:
+    return value if isinstance(value, int | float | str | bool) or value is None else str(value)
+
+
+def _count(values: Iterator[str]) -> dict[str, int]:
+    out: dict[str, int] = {}
+    for v in values:
+        out[v] = out.get(v, 0) + 1
+    return out

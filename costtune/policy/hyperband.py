@@ -1,0 +1,172 @@
+"""Asynchronous Hyperband: one asynchronous successive-halving ladder per bracket.
+
+Li et al., "Hyperband" (2018) and its asynchronous form (ASHA, 2020). Bracket s starts
+trials at grace × η^s epochs; trials are spread over brackets in Hyperband's proportions
+n_s = ⌈(s_max+1)/(s_max−s+1) · η^(s_max−s)⌉, in arrival order by a smooth weighted
+round-robin, so the assignment needs no random numbers and is the same on every run.
+
+Pure: no Ray, no clock. A Ray scheduler, a simulator or a test drives it through
+:meth:`AsyncHyperband.on_result` with numbers and acts on the returned :class:`Decision`.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from costtune.errors import ConfigError
+from costtune.policy.decisions import Decision, StopReason
+from costtune.policy.successive_halving import (
+    PromotionRule,
+    RungEntry,
+    is_promotable,
+    max_bracket_index,
+    rung_epochs,
+    validate_geometry,
+)
+
+
+@dataclass(slots=True)
+class TrialState:
+    bracket: int
+    epochs: int = 0
+    stop_reason: StopReason | None = None
+
+
+def bracket_weights(n_brackets: int, eta: int) -> list[int]:
+    """Hyperband's number of configurations per bracket, bracket 0 most aggressive."""
+    s_max = n_brackets - 1
+    return [
+        math.ceil((s_max + 1) / (s_max - b + 1) * eta ** (s_max - b)) for b in range(n_brackets)
+    ]
+
+
+class AsyncHyperband:
+    """Cost-aware asynchronous Hyperband policy.
+
+    Args:
+        max_epochs: R in the paper; a trial that reaches it is done.
+        grace_epochs: r, the first rung (default 5 epochs).
+        eta: η, reduction factor: 1/η of a rung goes on (default 5, the top 20%).
+        brackets: how many brackets, 1 (plain ASHA) to s_max+1 (default: all).
+        promotion: who goes on out of a rung (see :mod:`~costtune.policy.successive_halving`).
+    """
+
+    def __init__(
+        self,
+        max_epochs: int,
+        grace_epochs: int = 5,
+        eta: int = 5,
+        brackets: int | None = None,
+        promotion: PromotionRule | str = PromotionRule.COST_SHARE,
+    ) -> None:
+        validate_geometry(grace_epochs, eta, max_epochs)
+        most = max_bracket_index(grace_epochs, eta, max_epochs) + 1
+        if brackets is None:
+            brackets = most
+        if not isinstance(brackets, int) or not 1 <= brackets <= most:
+            raise ConfigError(
+                f"scheduler.brackets: must be an integer from 1 to {most} for grace_epochs="
+                f"{grace_epochs}, eta={eta}, max_epochs={max_epochs}; got {brackets!r}"
+            )
+        try:
+            self.promotion = PromotionRule(promotion)
+        except ValueError:
+            choices = ", ".join(r.value for r in PromotionRule)
+            raise ConfigError(
+                f"scheduler.promotion: must be one of {choices}; got {promotion!r}"
+            ) from None
+        self.max_epochs = max_epochs
+        self.grace_epochs = grace_epochs
+        self.eta = eta
+        self.rungs_by_bracket = [
+            rung_epochs(grace_epochs, eta, max_epochs, b) for b in range(brackets)
+        ]
+        self._weights = bracket_weights(brackets, eta)
+        self._wrr = [0] * brackets
+        self.rungs: list[dict[int, dict[str, RungEntry]]] = [
+            {epochs: {} for epochs in ladder} for ladder in self.rungs_by_bracket
+        ]
+        self.trials: dict[str, TrialState] = {}
+
+    # ------------------------------------------------------------------ events
+    def on_add(self, trial_id: str) -> int:
+        """Assign a new trial to a bracket; returns the bracket index."""
+        if trial_id in self.trials:
+            return self.trials[trial_id].bracket
+        total = sum(self._weights)
+        for b, w in enumerate(self._weights):
+            self._wrr[b] += w
+        bracket = max(range(len(self._wrr)), key=lambda b: (self._wrr[b], -b))
+        self._wrr[bracket] -= total
+        self.trials[trial_id] = TrialState(bracket=bracket)
+        return bracket
+
+    def on_result(self, trial_id: str, epoch: int, loss: float, cost_usd: float) -> Decision:
+        """Decide after a trial reported ``loss`` (lower is better) at ``epoch``.
+
+        ``cost_usd`` is the trial's metered spend so far; it weighs the trial in the
+        cost-share promotion rule.
+        """
+        state = self.trials.get(trial_id)
+        if state is None:
+            self.on_add(trial_id)
+            state = self.trials[trial_id]
+        if state.stop_reason is not None:
+            return Decision.STOP
+        state.epochs = max(state.epochs, epoch)
+        for rung_at in self.rungs_by_bracket[state.bracket]:
+            rung = self.rungs[state.bracket][rung_at]
+            if epoch < rung_at or trial_id in rung:
+                continue
+            rung[trial_id] = RungEntry(loss=float(loss), cost_usd=float(cost_usd))
+            if not is_promotable(trial_id, rung, self.eta, self.promotion):
+                state.stop_reason = StopReason.RUNG_PRUNED
+                return Decision.STOP
+        if epoch >= self.max_epochs:
+            state.stop_reason = StopReason.COMPLETED
+            return Decision.STOP
+        return Decision.CONTINUE
+
+    def on_end(self, trial_id: str, reason: StopReason = StopReason.STOPPED) -> None:
+        """A trial ended outside the policy (finished its loop, errored, was stopped)."""
+        state = self.trials.get(trial_id)
+        if state is not None and state.stop_reason is None:
+            state.stop_reason = reason
+
+    def stop_reason(self, trial_id: str) -> StopReason | None:
+        state = self.trials.get(trial_id)
+        return None if state is None else state.stop_reason
+
+    # ------------------------------------------------------------------- state
+    def state_dict(self) -> dict[str, Any]:
+        return {
+            "wrr": list(self._wrr),
+            "trials": {
+                k: {**asdict(v), "stop_reason": v.stop_reason.value if v.stop_reason else None}
+                for k, v in self.trials.items()
+            },
+            "rungs": [
+                {
+                    str(at): {t: [e.loss, e.cost_usd] for t, e in rung.items()}
+                    for at, rung in b.items()
+                }
+                for b in self.rungs
+            ],
+        }
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        self._wrr = list(state["wrr"])
+        self.trials = {
+            k: TrialState(
+                bracket=v["bracket"],
+                epochs=v["epochs"],
+                stop_reason=StopReason(v["stop_reason"]) if v["stop_reason"] else None,
+            )
+            for k, v in state["trials"].items()
+        }
+        self.rungs = [
+            {int(at): {t: RungEntry(*e) for t, e in rung.items()} for at, rung in b.items()}
+            for b in state["rungs"]
+        ]

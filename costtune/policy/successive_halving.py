@@ -1,0 +1,143 @@
+"""Asynchronous successive halving (ASHA), with a choice of who is promoted out of a rung.
+
+Li et al., "A System for Massively Parallel Hyperparameter Tuning" (2020). A trial that
+reaches a rung is compared once with the trials recorded at that rung so far and either
+goes on or stops there; no worker waits for a rung to fill.
+
+The *promotion rule* decides who goes on. Every rule orders the rung best-first and
+promotes a trial whose place in that order starts inside the first 1/η of the rung's
+*weight*:
+
+- ``loss``: weight 1 per trial, ordered by loss: the top ⌈n/η⌉ go on (plain ASHA).
+- ``cost_share`` (default): weight = the trial's metered dollars so far, ordered by loss:
+  trials are promoted best-by-loss first until the promoted ones hold 1/η of what the
+  rung's trials cost. Cheap trials let more through; cost never outranks quality.
+- ``pareto``: weight 1, ordered by (non-dominated front of (loss, dollars), loss).
+
+Ratio keys (loss × dollars, ROI) are deliberately absent: on LCBench curves they rank a
+rung almost purely by cost and halve the share of runs that reach a good model
+(../shared/DESIGN.md); they belong in reports only.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from enum import Enum
+
+from costtune.errors import ConfigError
+
+
+class PromotionRule(str, Enum):
+    LOSS = "loss"
+    COST_SHARE = "cost_share"
+    PARETO = "pareto"
+
+
+@dataclass(frozen=True, slots=True)
+class RungEntry:
+    """A trial as recorded at a rung: its loss (lower is better) and dollars spent so far."""
+
+    loss: float
+    cost_usd: float
+
+
+def validate_geometry(grace_epochs: int, eta: int, max_epochs: int) -> None:
+    """Raise :class:`ConfigError` naming the field when the rung geometry is impossible."""
+    if not isinstance(eta, int) or eta < 2:
+        raise ConfigError(f"scheduler.eta: must be an integer >= 2, got {eta!r}")
+    if not isinstance(grace_epochs, int) or grace_epochs < 1:
+        raise ConfigError(f"scheduler.grace_epochs: must be an integer >= 1, got {grace_epochs!r}")
+    if not isinstance(max_epochs, int) or max_epochs < grace_epochs:
+        raise ConfigError(
+            f"max_epochs: must be an integer >= scheduler.grace_epochs ({grace_epochs}), "
+            f"got {max_epochs!r}"
+        )
+
+
+def max_bracket_index(grace_epochs: int, eta: int, max_epochs: int) -> int:
+    """s_max in the paper: the largest s with grace × η^s ≤ max_epochs."""
+    s = 0
+    while grace_epochs * eta ** (s + 1) <= max_epochs:
+        s += 1
+    return s
+
+
+def rung_epochs(grace_epochs: int, eta: int, max_epochs: int, bracket: int = 0) -> list[int]:
+    """Epochs at which a trial of ``bracket`` meets a rung: r·η^(s+k) < max_epochs.
+
+    Bracket s starts its trials with a budget of grace × η^s epochs (s = 0 is the most
+    aggressive). ``max_epochs`` itself is not a rung: a trial that gets there is done.
+    """
+    out = []
+    epochs = grace_epochs * eta**bracket
+    while epochs < max_epochs:
+        out.append(epochs)
+        epochs *= eta
+    return out
+
+
+def pareto_fronts(points: Sequence[tuple[float, float]]) -> list[int]:
+    """Front index (0 = non-dominated) of each point, both coordinates minimised."""
+    n = len(points)
+    fronts = [-1] * n
+    remaining = set(range(n))
+    level = 0
+    while remaining:
+        current = {
+            i
+            for i in remaining
+            if not any(_dominates(points[j], points[i]) for j in remaining if j != i)
+        }
+        for i in current:
+            fronts[i] = level
+        remaining -= current
+        level += 1
+    return fronts
+
+
+def _dominates(a: tuple[float, float], b: tuple[float, float]) -> bool:
+    return a[0] <= b[0] and a[1] <= b[1] and (a[0] < b[0] or a[1] < b[1])
+
+
+def is_promotable(
+    trial_id: str,
+    rung: Mapping[str, RungEntry],
+    eta: int,
+    rule: PromotionRule = PromotionRule.COST_SHARE,
+) -> bool:
+    """Whether ``trial_id`` (already recorded in ``rung``) goes on past this rung.
+
+    Args:
+        trial_id: the trial that just reached the rung.
+        rung: every trial recorded at this rung so far, including ``trial_id``.
+        eta: reduction factor, η in the paper: 1/η of the rung's weight is promoted.
+        rule: see the module docstring.
+    """
+    if math.isnan(rung[trial_id].loss):
+        return False
+    ids = list(rung)
+    if rule is PromotionRule.PARETO:
+        fronts = pareto_fronts([(_key(rung[i].loss), rung[i].cost_usd) for i in ids])
+        order = sorted(range(len(ids)), key=lambda k: (fronts[k], _key(rung[ids[k]].loss), ids[k]))
+    else:
+        order = sorted(range(len(ids)), key=lambda k: (_key(rung[ids[k]].loss), ids[k]))
+    weights = [
+        max(rung[ids[k]].cost_usd, 0.0) if rule is PromotionRule.COST_SHARE else 1.0 for k in order
+    ]
+    total = sum(weights)
+    if total <= 0:  # nothing metered yet: fall back to counting trials
+        weights = [1.0] * len(order)
+        total = float(len(order))
+    ahead = 0.0
+    for k, weight in zip(order, weights, strict=True):
+        if ids[k] == trial_id:
+            return ahead < total / eta
+        ahead += weight
+    raise KeyError(f"trial {trial_id!r} is not recorded at this rung")
+
+
+def _key(loss: float) -> float:
+    """NaN losses sort last."""
+    return math.inf if math.isnan(loss) else loss

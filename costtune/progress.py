@@ -1,0 +1,79 @@
+"""A live terminal view of a running sweep: trials, spend so far, the best result."""
+
+from __future__ import annotations
+
+import math
+import time
+from typing import Any
+
+from ray.tune import Callback
+from rich.console import Console
+from rich.live import Live
+from rich.table import Table
+
+from costtune.ledger import Ledger
+from costtune.report import usd
+
+
+class LiveProgress(Callback):
+    """Redraws a small table from the ledger as results arrive (rich ``Live``)."""
+
+    def __init__(self, ledger: Ledger, num_samples: int, console: Console | None = None) -> None:
+        self.ledger = ledger
+        self.num_samples = num_samples
+        self.console = console or Console()
+        self._live: Live | None = None
+        self._drawn_at = 0.0
+
+    def _render(self) -> Table:
+        ledger = self.ledger
+        spec = ledger.spec
+        table = Table(title="costtune sweep", show_header=True)
+        for name in (
+            "trial",
+            "state",
+            "epochs",
+            "cost",
+            f"last {spec.metric}",
+            f"best {spec.metric}",
+        ):
+            table.add_column(name, justify="left" if name in ("trial", "state") else "right")
+        records = list(ledger.trials.values())
+        running = [r for r in records if r.status == "RUNNING"]
+        for r in running[-8:]:
+            last = r.history[-1][2] if r.history else math.nan
+            table.add_row(
+                r.trial_id,
+                "running",
+                str(r.epochs),
+                usd(ledger.cost_usd(r)),
+                f"{last:.4g}",
+                f"{ledger.best_metric(r):.4g}",
+            )
+        s = ledger.summary()
+        best = s.get("best_metric")
+        table.caption = (
+            f"{len(records)}/{self.num_samples} trials started, {len(records) - len(running)} ended · "
+            f"spent {usd(s['total_cost_usd'])} · best {spec.metric} "
+            + ("–" if best is None else f"{best:.4g}")
+        )
+        return table
+
+    def on_trial_result(
+        self, iteration: int, trials: list, trial: Any, result: dict, **info: Any
+    ) -> None:
+        if self._live is None:
+            self._live = Live(
+                self._render(), console=self.console, refresh_per_second=4, transient=True
+            )
+            self._live.start()
+        elif time.monotonic() - self._drawn_at > 0.25:
+            self._live.update(self._render())
+        else:
+            return
+        self._drawn_at = time.monotonic()
+
+    def on_experiment_end(self, trials: list, **info: Any) -> None:
+        if self._live is not None:
+            self._live.stop()
+            self._live = None

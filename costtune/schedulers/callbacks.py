@@ -1,0 +1,100 @@
+"""Ray Tune callbacks that meter trials into the costtune :class:`~costtune.ledger.Ledger`."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterable
+from pathlib import Path
+from typing import Any
+
+from ray.tune import Callback
+
+from costtune.ledger import Ledger
+from costtune.schedulers.hyperband import trial_devices
+
+#: Fields Ray fills in every result; everything else numeric is the user's metric.
+_RAY_FIELDS = frozenset(
+    {
+        "time_this_iter_s",
+        "time_total_s",
+        "time_since_restore",
+        "iterations_since_restore",
+        "training_iteration",
+        "timestamp",
+        "pid",
+        "done",
+        "should_checkpoint",
+        "timesteps_total",
+        "episodes_total",
+        "timesteps_since_restore",
+    }
+)
+
+
+class LedgerCallback(Callback):
+    """Records every reported epoch and every trial end in the ledger.
+
+    Args:
+        ledger: where rows go.
+        hyperparameters: config keys that are hyperparameters (the ledger's ``hp.*`` columns).
+        stop_reason_of: asks the scheduler why a trial stopped; ``None`` means it ran its course.
+        seconds_field: result field of metered seconds.
+        tables_dir: where ``trials.csv`` / ``trials.parquet`` / ``summary.json`` are
+            rewritten as trials end (at most every ``tables_every_s`` seconds) and at the end.
+    """
+
+    def __init__(
+        self,
+        ledger: Ledger,
+        hyperparameters: Iterable[str],
+        stop_reason_of: Callable[[str], str | None] | None = None,
+        seconds_field: str = "time_total_s",
+        tables_dir: Path | None = None,
+        tables_every_s: float = 5.0,
+    ) -> None:
+        self.ledger = ledger
+        self.hyperparameters = list(hyperparameters)
+        self.stop_reason_of = stop_reason_of or (lambda _trial_id: None)
+        self.seconds_field = seconds_field
+        self.tables_dir = tables_dir
+        self.tables_every_s = tables_every_s
+        self._last_tables = 0.0
+
+    def on_trial_result(
+        self, iteration: int, trials: list, trial: Any, result: dict, **info: Any
+    ) -> None:
+        kind, devices = trial_devices(trial)
+        metrics = {
+            k: float(v)
+            for k, v in result.items()
+            if k not in _RAY_FIELDS and isinstance(v, int | float) and not isinstance(v, bool)
+        }
+        self.ledger.record_result(
+            trial.trial_id,
+            epoch=int(result.get("training_iteration", 0)),
+            seconds=float(result.get(self.seconds_field, 0.0)),
+            metrics=metrics,
+            config={k: trial.config.get(k) for k in self.hyperparameters},
+            device_kind=kind,
+            devices=devices,
+        )
+
+    def on_trial_complete(self, iteration: int, trials: list, trial: Any, **info: Any) -> None:
+        reason = self.stop_reason_of(trial.trial_id) or "completed"
+        self._end(trial.trial_id, "TERMINATED", reason)
+
+    def on_trial_error(self, iteration: int, trials: list, trial: Any, **info: Any) -> None:
+        self._end(trial.trial_id, "ERROR", "error")
+
+    def _end(self, trial_id: str, status: str, reason: str) -> None:
+        if trial_id not in self.ledger.trials:
+            return  # ended before it reported anything: nothing metered
+        self.ledger.end(trial_id, status=status, stop_reason=reason)
+        now = time.monotonic()
+        if self.tables_dir is not None and now - self._last_tables >= self.tables_every_s:
+            self.ledger.write_tables(self.tables_dir)
+            self._last_tables = now
+
+    def on_experiment_end(self, trials: list, **info: Any) -> None:
+        if self.tables_dir is not None:
+            self.ledger.write_tables(self.tables_dir)

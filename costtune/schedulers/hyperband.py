@@ -1,0 +1,141 @@
+"""``CostAwareHyperBand``: the pure :class:`~costtune.policy.AsyncHyperband` as a Ray Tune scheduler.
+
+The class translates and does not decide: it reads a result, meters the trial's dollars
+from the resources it holds, asks the policy, and maps the answer to CONTINUE / STOP.
+
+Usable on its own in a plain ``ray.tune.Tuner``::
+
+    from costtune.schedulers import CostAwareHyperBand
+    tuner = tune.Tuner(train, param_space=space, tune_config=tune.TuneConfig(
+        metric="val_loss", mode="min", scheduler=CostAwareHyperBand(max_epochs=50)))
+"""
+
+from __future__ import annotations
+
+import math
+from typing import TYPE_CHECKING, Any
+
+from ray.tune.schedulers import FIFOScheduler, TrialScheduler
+
+from costtune.cost import CostModel, devices_from_resources
+from costtune.errors import ConfigError
+from costtune.policy import AsyncHyperband, Decision, PromotionRule, StopReason
+
+if TYPE_CHECKING:
+    from ray.tune.experiment import Trial
+
+_TO_RAY = {
+    Decision.CONTINUE: TrialScheduler.CONTINUE,
+    Decision.PAUSE: TrialScheduler.PAUSE,
+    Decision.STOP: TrialScheduler.STOP,
+}
+
+
+def trial_devices(trial: Trial) -> tuple[str, float]:
+    """``("gpu"|"cpu", count)`` that ``trial`` holds, from its placement group."""
+    return devices_from_resources(trial.placement_group_factory.required_resources)
+
+
+def oriented_loss(value: Any, mode: str) -> float:
+    """The metric as a loss (lower is better); the only place the sign flips."""
+    try:
+        v = float(value)
+    except (TypeError, ValueError):
+        return math.nan
+    return v if mode == "min" else -v
+
+
+class CostAwareHyperBand(FIFOScheduler):
+    """Asynchronous Hyperband whose rung promotions weigh metered dollars.
+
+    Args:
+        metric: metric to optimise; usually set through ``TuneConfig``.
+        mode: ``"min"`` or ``"max"``; usually set through ``TuneConfig``.
+        max_epochs: R, the longest a trial trains (default 50).
+        grace_epochs: r, the first rung (default 5).
+        eta: η, reduction factor; 1/η of a rung goes on (default 5: the top 20%).
+        brackets: number of Hyperband brackets (default: all that fit).
+        promotion: ``cost_share`` (default), ``loss`` or ``pareto``.
+        cost_model: prices; default A100 at $2.50 per GPU-hour, CPU per core-hour.
+        time_attr: result field that counts epochs (default ``training_iteration``).
+        seconds_field: result field of metered seconds (default ``time_total_s``;
+            a replayed benchmark reports its simulated seconds here).
+    """
+
+    def __init__(
+        self,
+        metric: str | None = None,
+        mode: str | None = None,
+        max_epochs: int = 50,
+        grace_epochs: int = 5,
+        eta: int = 5,
+        brackets: int | None = None,
+        promotion: PromotionRule | str = PromotionRule.COST_SHARE,
+        cost_model: CostModel | None = None,
+        time_attr: str = "training_iteration",
+        seconds_field: str = "time_total_s",
+    ) -> None:
+        super().__init__()
+        if mode not in (None, "min", "max"):
+            raise ConfigError(f"mode: must be 'min' or 'max', got {mode!r}")
+        self._metric = metric
+        self._mode = mode
+        self.policy = AsyncHyperband(max_epochs, grace_epochs, eta, brackets, promotion)
+        self.cost_model = cost_model or CostModel()
+        self.time_attr = time_attr
+        self.seconds_field = seconds_field
+
+    def set_search_properties(self, metric: str | None, mode: str | None, **spec: Any) -> bool:
+        if (self._metric and metric) or (self._mode and mode):
+            return False
+        self._metric = self._metric or metric
+        self._mode = self._mode or mode
+        return True
+
+    def on_trial_add(self, tune_controller: Any, trial: Trial) -> None:
+        if not self._metric or self._mode not in ("min", "max"):
+            raise ConfigError(
+                "CostAwareHyperBand: metric and mode must be set (here or in TuneConfig)"
+            )
+        self.policy.on_add(trial.trial_id)
+
+    def on_trial_result(self, tune_controller: Any, trial: Trial, result: dict) -> str:
+        if self._metric not in result or self.time_attr not in result:
+            return TrialScheduler.CONTINUE
+        kind, devices = trial_devices(trial)
+        cost_usd = self.cost_model.cost_usd(
+            float(result.get(self.seconds_field, 0.0)), devices, kind
+        )
+        decision = self.policy.on_result(
+            trial.trial_id,
+            int(result[self.time_attr]),
+            oriented_loss(result[self._metric], str(self._mode)),
+            cost_usd,
+        )
+        return _TO_RAY[decision]
+
+    def on_trial_complete(self, tune_controller: Any, trial: Trial, result: dict) -> None:
+        self.policy.on_end(trial.trial_id, StopReason.COMPLETED)
+
+    def on_trial_error(self, tune_controller: Any, trial: Trial) -> None:
+        self.policy.on_end(trial.trial_id, StopReason.ERROR)
+
+    def on_trial_remove(self, tune_controller: Any, trial: Trial) -> None:
+        self.policy.on_end(trial.trial_id, StopReason.STOPPED)
+
+    def stop_reason(self, trial_id: str) -> str | None:
+        reason = self.policy.stop_reason(trial_id)
+        return None if reason is None else reason.value
+
+    def debug_string(self) -> str:
+        stopped = sum(
+            1 for t in self.policy.trials.values() if t.stop_reason is StopReason.RUNG_PRUNED
+        )
+        return f"CostAwareHyperBand: {len(self.policy.trials)} trials, {stopped} pruned at rungs"
+
+    def state_dict(self) -> dict[str, Any]:
+        return {"metric": self._metric, "mode": self._mode, "policy": self.policy.state_dict()}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        self._metric, self._mode = state["metric"], state["mode"]
+        self.policy.load_state_dict(state["policy"])

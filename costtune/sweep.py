@@ -1,0 +1,197 @@
+"""The Python API: config → ``ray.tune.Tuner`` → run → ledger → tables.
+
+``run_sweep`` is what ``costtune sweep`` calls; nothing is reachable only from the CLI.
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+import yaml
+
+from costtune.config import SweepConfig, load_config
+from costtune.errors import ConfigError
+from costtune.ledger import LEDGER_FILE, Ledger, LedgerSpec
+from costtune.trainables import BUILTIN_TRAINABLES
+
+
+@dataclass(frozen=True)
+class SweepResult:
+    """What a finished sweep leaves behind (all of it also on disk under ``output_dir``)."""
+
+    output_dir: Path
+    ledger: Ledger
+    summary: dict[str, Any]
+    wall_seconds: float
+
+    @property
+    def trials(self) -> pd.DataFrame:
+        return self.ledger.to_frame()
+
+
+def resolve_trainable(reference: str) -> Callable[[dict[str, Any]], Any]:
+    """``amp`` or ``module:function`` → the function; only an explicit reference is imported."""
+    reference = BUILTIN_TRAINABLES.get(reference, reference)
+    module_name, _, attr = reference.partition(":")
+    try:
+        module = importlib.import_module(module_name)
+    except ImportError as exc:
+        raise ConfigError(f"trainable.name: cannot import module {module_name!r}: {exc}") from None
+    fn = getattr(module, attr, None)
+    if not callable(fn):
+        raise ConfigError(f"trainable.name: {module_name!r} has no function {attr!r}")
+    return fn
+
+
+def default_output_dir(config: SweepConfig) -> Path:
+    return Path("runs") / f"{config.name}-{time.strftime('%Y%m%d-%H%M%S')}"
+
+
+def run_sweep(
+    config: SweepConfig | str | Path,
+    output: str | Path | None = None,
+    *,
+    seed: int | None = None,
+    progress: bool = False,
+    ray_address: str | None = None,
+) -> SweepResult:
+    """Run a cost-metered sweep and write its ledger, ``trials.csv/.parquet`` and ``summary.json``.
+
+    Args:
+        config: a :class:`SweepConfig` or the path of a YAML config.
+        output: run directory (default ``runs/<name>-<timestamp>``); must not hold a sweep.
+        seed: overrides ``config.seed`` (searcher and trainables).
+        progress: show a live table in the terminal while trials run.
+        ray_address: connect to this Ray cluster instead of starting a local instance.
+    """
+    if not isinstance(config, SweepConfig):
+        config = load_config(config)
+    if seed is not None:
+        config = config.model_copy(update={"seed": seed})
+    trainable = resolve_trainable(config.trainable.name)
+    out = Path(output) if output is not None else default_output_dir(config)
+    out = out.resolve()
+    if (out / LEDGER_FILE).exists():
+        raise ConfigError(f"output: {out} already holds a sweep; choose another directory")
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "config.yaml").write_text(
+        yaml.safe_dump(config.model_dump(mode="json"), sort_keys=False)
+    )
+
+    from ray import tune
+
+    from costtune.schedulers import CostAwareHyperBand, LedgerCallback
+    from costtune.search import build_search_space, make_searcher
+
+    _ensure_ray(ray_address, config)
+    cost_model = config.cost.cost_model()
+    ledger = Ledger(
+        LedgerSpec(
+            metric=config.metric,
+            mode=config.mode,
+            cost_model=cost_model,
+            business_value_usd=config.cost.business_value_usd,
+            baseline_metric=config.cost.baseline_metric,
+            max_epochs=config.max_epochs,
+        ),
+        out,
+    )
+    scheduler: Any
+    if config.scheduler.type == "cost_aware_hyperband":
+        scheduler = CostAwareHyperBand(
+            max_epochs=config.max_epochs,
+            grace_epochs=config.scheduler.grace_epochs,
+            eta=config.scheduler.eta,
+            brackets=config.scheduler.brackets,
+            promotion=config.scheduler.promotion,
+            cost_model=cost_model,
+            seconds_field=config.cost.time_field,
+        )
+        stop_reason_of: Callable[[str], str | None] = scheduler.stop_reason
+    else:
+        from ray.tune.schedulers import FIFOScheduler
+
+        scheduler = FIFOScheduler()
+        stop_reason_of = _no_reason
+    callbacks: list[Any] = [
+        LedgerCallback(
+            ledger,
+            hyperparameters=list(config.search_space),
+            stop_reason_of=stop_reason_of,
+            seconds_field=config.cost.time_field,
+            tables_dir=out,
+        )
+    ]
+    if progress:
+        from costtune.progress import LiveProgress
+
+        callbacks.append(LiveProgress(ledger, config.num_samples))
+
+    param_space = {
+        **config.trainable.args,
+        "max_epochs": config.max_epochs,
+        "seed": config.seed,
+        "threads": max(1, int(config.resources.cpus)),
+        **build_search_space(config.search_space),
+    }
+    resources = {"cpu": config.resources.cpus, "gpu": config.resources.gpus}
+    tuner = tune.Tuner(
+        tune.with_resources(trainable, resources),
+        param_space=param_space,
+        tune_config=tune.TuneConfig(
+            metric=config.metric,
+            mode=config.mode,
+            num_samples=config.num_samples,
+            search_alg=make_searcher(config.searcher, config.metric, config.mode, config.seed),
+            scheduler=scheduler,
+            max_concurrent_trials=config.max_concurrent_trials,
+            reuse_actors=True,
+        ),
+        run_config=tune.RunConfig(
+            name="ray",
+            storage_path=str(out),
+            callbacks=callbacks,
+            verbose=0,
+            stop={"training_iteration": config.max_epochs},
+            checkpoint_config=tune.CheckpointConfig(num_to_keep=3),
+            failure_config=tune.FailureConfig(max_failures=0),
+        ),
+    )
+    started = time.perf_counter()
+    tuner.fit()
+    wall = time.perf_counter() - started
+    summary = ledger.write_tables(out, wall_seconds=wall, output_dir=str(out))
+    return SweepResult(output_dir=out, ledger=ledger, summary=summary, wall_seconds=wall)
+
+
+def _no_reason(_trial_id: str) -> None:
+    return None
+
+
+def _ensure_ray(address: str | None, config: SweepConfig) -> None:
+    import ray
+
+    if ray.is_initialized():
+        return
+    os.environ.setdefault("RAY_AUTH_MODE", "disabled")
+    os.environ.setdefault("RAY_DEDUP_LOGS", "0")
+    # A checkpoint every epoch with num_to_keep forces frequent experiment snapshots; the
+    # snapshots are what lets a killed sweep resume, so keep them and skip the warning.
+    os.environ.setdefault("TUNE_WARN_EXCESSIVE_EXPERIMENT_CHECKPOINT_SYNC_THRESHOLD_S", "0")
+    if address is not None:
+        ray.init(address=address, logging_level="WARNING", log_to_driver=False)
+    else:
+        ray.init(
+            include_dashboard=False,
+            dashboard_host="127.0.0.1",
+            logging_level="WARNING",
+            log_to_driver=False,
+            configure_logging=True,
+        )
