@@ -12,6 +12,9 @@ promotes a trial whose place in that order starts inside the first 1/η of the r
 - ``cost_share`` (default): weight = the trial's metered dollars so far, ordered by loss:
   trials are promoted best-by-loss first until the promoted ones hold 1/η of what the
   rung's trials cost. Cheap trials let more through; cost never outranks quality.
+  The trial that crosses the share is promoted too; so when one trial holds most of a
+  rung's dollars, it goes on even when it is not among the best (the cheap trials ahead
+  of it cannot use up the share). At typical 3–7× cost spreads this is rare.
 - ``pareto``: weight 1, ordered by (non-dominated front of (loss, dollars), loss).
 
 Ratio keys (loss × dollars, ROI) are deliberately absent: on LCBench curves they rank a

@@ -1,0 +1,148 @@
+from __future__ import annotations
+
+import json
+from collections import Counter
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from costtune.errors import ConfigError
+from costtune.policy import AsyncHyperband, Decision, StopReason, bracket_weights
+
+# Recorded-style curves: val_loss per epoch (epochs 1..9) of six configurations.
+CURVES = {
+    "t0": [0.5 / e for e in range(1, 10)],
+    "t1": [0.4 / e for e in range(1, 10)],
+    "t2": [0.6 / e for e in range(1, 10)],
+    "t3": [0.3 / e for e in range(1, 10)],
+    "t4": [0.7 / e for e in range(1, 10)],
+    "t5": [0.2] * 9,  # flat: looks best at epoch 1, worst at epoch 3
+}
+
+
+def _run_one_worker(policy: AsyncHyperband, curves: dict[str, list[float]], cost_per_epoch: float = 1.0):
+    """One worker: each trial trains until the policy stops it. Returns (trial, stop epoch, reason)."""
+    log = []
+    for trial, curve in curves.items():
+        policy.on_add(trial)
+        for epoch, loss in enumerate(curve, start=1):
+            if policy.on_result(trial, epoch, loss, cost_per_epoch * epoch) is Decision.STOP:
+                log.append((trial, epoch, policy.stop_reason(trial)))
+                break
+    return log
+
+
+def test_golden_decisions_on_recorded_curves() -> None:
+    # rungs at 1 and 3 epochs (η = 3), max 9. Worked by hand:
+    #  t0 first at both rungs → on; t1 best so far at both → on; t2 3rd of 3 at rung 1
+    #  (share 1) → pruned; t3 best → on; t4 5th of 5 → pruned; t5 best at rung 1 (0.2)
+    #  but 4th of 4 at rung 3 (0.2 > 0.1667) → pruned at epoch 3.
+    policy = AsyncHyperband(max_epochs=9, grace_epochs=1, eta=3, brackets=1, promotion="loss")
+    assert _run_one_worker(policy, CURVES) == [
+        ("t0", 9, StopReason.COMPLETED),
+        ("t1", 9, StopReason.COMPLETED),
+        ("t2", 1, StopReason.RUNG_PRUNED),
+        ("t3", 9, StopReason.COMPLETED),
+        ("t4", 1, StopReason.RUNG_PRUNED),
+        ("t5", 3, StopReason.RUNG_PRUNED),
+    ]
+
+
+def test_cost_share_lets_cheap_trials_through_where_loss_would_not() -> None:
+    costs = {"a": 10.0, "b": 0.1, "c": 0.1, "d": 0.1}
+    decisions = {}
+    for rule in ("loss", "cost_share"):
+        policy = AsyncHyperband(max_epochs=9, grace_epochs=1, eta=3, brackets=1, promotion=rule)
+        for trial in "abcd":
+            policy.on_add(trial)
+        # a is the best and expensive; it arrives first, then b, c, d in loss order
+        decisions[rule] = [
+            policy.on_result(t, 1, loss, costs[t])
+            for t, loss in zip("abcd", [0.1, 0.2, 0.3, 0.4], strict=True)
+        ]
+    C, S = Decision.CONTINUE, Decision.STOP
+    assert decisions["loss"] == [C, S, S, S]  # b: 1 ahead of 2/3; c: 2 ahead of 1; d: 3 ahead of 4/3
+    assert decisions["cost_share"] == [C, S, S, S]  # a holds $10 of $10.x: nobody else fits
+    policy = AsyncHyperband(max_epochs=9, grace_epochs=1, eta=3, brackets=1, promotion="cost_share")
+    cheap_first = [policy.on_result(t, 1, loss, costs[t]) for t, loss in [("b", 0.1), ("c", 0.2), ("d", 0.3)]]
+    assert cheap_first == [C, S, S]  # equal costs: plain ⌈n/η⌉ behaviour
+    # a is worst but holds almost all of the rung's $10.3: the cheap trials ahead of it use
+    # $0.3 of the $3.43 share, so by the rule's letter it goes on (documented edge case)
+    assert policy.on_result("a", 1, 0.4, costs["a"]) is C
+
+
+def test_bracket_weights_match_hyperband_table() -> None:
+    # Li et al. (2018), R = 27, η = 3: n = 27, 12, 6, 4 for s = 3, 2, 1, 0
+    assert bracket_weights(4, 3) == [27, 12, 6, 4]
+    assert bracket_weights(2, 5) == [5, 2]
+
+
+def test_brackets_are_assigned_in_hyperband_proportions_without_randomness() -> None:
+    first = AsyncHyperband(max_epochs=27, grace_epochs=1, eta=3)
+    second = AsyncHyperband(max_epochs=27, grace_epochs=1, eta=3)
+    a = [first.on_add(f"t{i}") for i in range(49)]
+    b = [second.on_add(f"x{i}") for i in range(49)]
+    assert a == b
+    assert Counter(a) == {0: 27, 1: 12, 2: 6, 3: 4}
+
+
+def test_a_bracket_starts_its_trials_at_grace_times_eta_to_the_s() -> None:
+    policy = AsyncHyperband(max_epochs=50, grace_epochs=5, eta=5)
+    assert policy.rungs_by_bracket == [[5, 25], [25]]
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "field"),
+    [
+        ({"brackets": 3}, "scheduler.brackets"),
+        ({"promotion": "roi"}, "scheduler.promotion"),
+        ({"eta": 1}, "scheduler.eta"),
+    ],
+)
+def test_bad_arguments_name_the_field(kwargs, field) -> None:
+    with pytest.raises(ConfigError, match=f"^{field}:"):
+        AsyncHyperband(max_epochs=50, **kwargs)
+
+
+def test_state_dict_round_trip_continues_with_the_same_decisions() -> None:
+    whole = AsyncHyperband(max_epochs=9, grace_epochs=1, eta=3, promotion="cost_share")
+    expected = _run_one_worker(whole, CURVES)
+    first_half = dict(list(CURVES.items())[:3])
+    second_half = dict(list(CURVES.items())[3:])
+    before = AsyncHyperband(max_epochs=9, grace_epochs=1, eta=3, promotion="cost_share")
+    log = _run_one_worker(before, first_half)
+    after = AsyncHyperband(max_epochs=9, grace_epochs=1, eta=3, promotion="cost_share")
+    after.load_state_dict(json.loads(json.dumps(before.state_dict())))
+    log += _run_one_worker(after, second_half)
+    assert log == expected
+
+
+curve_sets = st.dictionaries(
+    st.text("abcdefgh", min_size=1, max_size=3),
+    st.lists(st.floats(0, 5, allow_nan=False), min_size=27, max_size=27),
+    min_size=1,
+    max_size=12,
+)
+
+
+@settings(max_examples=50, deadline=None)
+@given(curve_sets, st.randoms(use_true_random=False), st.sampled_from(["loss", "cost_share", "pareto"]))
+def test_a_stopped_trial_never_continues_and_stops_only_at_rungs(curves, rnd, rule) -> None:
+    policy = AsyncHyperband(max_epochs=27, grace_epochs=1, eta=3, promotion=rule)
+    epoch = dict.fromkeys(curves, 0)
+    stopped: dict[str, int] = {}
+    live = list(curves)
+    for t in live:
+        policy.on_add(t)
+    while live:  # random interleaving of asynchronous workers
+        t = rnd.choice(live)
+        epoch[t] += 1
+        d = policy.on_result(t, epoch[t], curves[t][epoch[t] - 1], cost_usd=epoch[t] * (1 + len(t)))
+        if d is Decision.STOP:
+            stopped[t] = epoch[t]
+            live.remove(t)
+    for t, at in stopped.items():
+        ladder = policy.rungs_by_bracket[policy.trials[t].bracket]
+        assert at in [*ladder, 27]
+        assert policy.on_result(t, at + 1, 0.0, 0.0) is Decision.STOP

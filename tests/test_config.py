@@ -1,0 +1,118 @@
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import yaml
+from click.testing import CliRunner
+
+from costtune.cli import main
+from costtune.config import load_config, parse_config
+from costtune.errors import ConfigError
+
+REPO = Path(__file__).resolve().parent.parent
+MINIMAL = {
+    "name": "t",
+    "max_epochs": 10,
+    "num_samples": 4,
+    "search_space": {"lr": {"type": "loguniform", "low": 1e-4, "high": 1e-1}},
+}
+
+
+def test_embedded_default_config_is_valid() -> None:
+    config = load_config(REPO / "experiments" / "digits.yaml")
+    assert config.scheduler.type == "cost_aware_hyperband"
+    assert config.scheduler.grace_epochs == 5 and config.scheduler.eta == 5
+    assert config.searcher.type == "optuna"
+    assert "lr" in config.search_space  # loaded from search_spaces/mlp.yaml
+
+
+def test_defaults_are_the_documented_ones() -> None:
+    config = parse_config(MINIMAL)
+    assert (config.scheduler.grace_epochs, config.scheduler.eta, config.scheduler.promotion) == (
+        5,
+        5,
+        "cost_share",
+    )
+    assert config.cost.accelerator == "A100" and config.cost.cost_model().prices["A100"] == 2.50
+
+
+@pytest.mark.parametrize(
+    ("patch", "message"),
+    [
+        ({"scheduler": {"eta": 1}}, "scheduler.eta: input should be greater than or equal to 2, got 1"),
+        ({"scheduler": {"etta": 3}}, "scheduler.etta: unknown key"),
+        (
+            {"searcher": {"type": "grid"}},
+            "searcher.type: grid search is only available through the budget gate",
+        ),
+        ({"searcher": {"type": "bohb"}}, "searcher.type: input should be"),
+        ({"max_epochs": -3}, "max_epochs: input should be greater than or equal to 1, got -3"),
+        ({"num_samples": "many"}, "num_samples: input should be a valid integer"),
+        (
+            {"search_space": {"lr": {"type": "loguniform", "low": 0, "high": 1}}},
+            "search_space.lr: loguniform needs low > 0",
+        ),
+        (
+            {"search_space": {"w": {"type": "choice", "values": []}}},
+            "search_space.w: choice needs a non-empty",
+        ),
+        ({"mode": "maximize"}, "mode: input should be 'min' or 'max'"),
+        ({"cost": {"accelerator": "TPUv9"}}, "cost.accelerator: no price for 'TPUv9'"),
+        ({"cost": {"business_value_usd": float("nan")}}, "cost.business_value_usd:"),
+        ({"scheduler": {"grace_epochs": 20}}, "scheduler.grace_epochs: must be <= max_epochs (10), got 20"),
+        ({"trainable": {"name": "os.system"}}, "trainable.name: must be 'amp' or a 'module:function'"),
+    ],
+)
+def test_config_errors_are_one_line_naming_the_field(patch, message) -> None:
+    with pytest.raises(ConfigError) as info:
+        parse_config({**MINIMAL, **patch})
+    text = str(info.value)
+    assert text.startswith(message), text
+    assert "\n" not in text
+
+
+def test_missing_required_key() -> None:
+    raw = {k: v for k, v in MINIMAL.items() if k != "max_epochs"}
+    with pytest.raises(ConfigError, match="^max_epochs: required key is missing$"):
+        parse_config(raw)
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("name: [unclosed", "is not valid YAML at line 1"),
+        ("- just\n- a list\n", "must be a YAML mapping"),
+        ("name: x\nsearch_space: nowhere.yaml\n", "search_space: no search-space file 'nowhere.yaml'"),
+    ],
+)
+def test_bad_files(tmp_path, text, message) -> None:
+    path = tmp_path / "c.yaml"
+    path.write_text(text)
+    with pytest.raises(ConfigError, match=message):
+        load_config(path)
+
+
+def test_cli_bad_config_exits_2_with_one_line_and_starts_nothing(tmp_path) -> None:
+    path = tmp_path / "bad.yaml"
+    path.write_text(yaml.safe_dump({**MINIMAL, "scheduler": {"eta": 1}}))
+    out = tmp_path / "run"
+    result = CliRunner().invoke(main, ["sweep", str(path), "--output", str(out)])
+    assert result.exit_code == 2
+    assert (
+        result.output.strip()
+        == "costtune: error: scheduler.eta: input should be greater than or equal to 2, got 1"
+    )
+    assert not out.exists()
+
+
+def test_cli_missing_file_exits_2(tmp_path) -> None:
+    result = CliRunner().invoke(main, ["sweep", str(tmp_path / "nope.yaml")])
+    assert result.exit_code == 2
+    assert "config: no such file" in result.output
+
+
+def test_cli_help_describes_the_command() -> None:
+    result = CliRunner().invoke(main, ["sweep", "--help"])
+    assert result.exit_code == 0
+    assert "--output" in result.output and "trials.csv" in result.output

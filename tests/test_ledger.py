@@ -1,0 +1,142 @@
+from __future__ import annotations
+
+import json
+import math
+
+import pandas as pd
+import pytest
+
+from costtune.cost import CostModel
+from costtune.ledger import LEDGER_FILE, Ledger, LedgerSpec
+
+SPEC = LedgerSpec(
+    metric="val_loss", mode="min", cost_model=CostModel(), business_value_usd=100.0, max_epochs=4
+)
+
+
+def _run_two_trials(ledger: Ledger) -> None:
+    # trial a: 2 GPUs, 1 h per epoch, stopped after 2 epochs; trial b: 1 GPU, ran 4 epochs
+    for epoch, loss in [(1, 0.9), (2, 0.7)]:
+        ledger.record_result(
+            "a",
+            epoch=epoch,
+            seconds=3600.0 * epoch,
+            metrics={"val_loss": loss},
+            config={"lr": 0.1},
+            device_kind="gpu",
+            devices=2,
+        )
+    ledger.end("a", status="TERMINATED", stop_reason="rung_pruned")
+    for epoch, loss in [(1, 0.8), (2, 0.5), (3, 0.4), (4, 0.45)]:
+        ledger.record_result(
+            "b",
+            epoch=epoch,
+            seconds=1800.0 * epoch,
+            metrics={"val_loss": loss},
+            config={"lr": 0.01},
+            device_kind="gpu",
+            devices=1,
+        )
+    ledger.end("b", status="TERMINATED", stop_reason="completed")
+
+
+def test_ledger_rows_meter_cost_and_roi() -> None:
+    ledger = Ledger(SPEC)
+    _run_two_trials(ledger)
+    frame = ledger.to_frame().set_index("trial_id")
+    assert frame.loc["a", "gpu_hours"] == pytest.approx(4.0)
+    assert frame.loc["a", "cost_usd"] == pytest.approx(10.0)
+    assert frame.loc["b", "gpu_hours"] == pytest.approx(2.0)
+    assert frame.loc["b", "best_val_loss"] == pytest.approx(0.4)
+    assert frame.loc["b", "last_val_loss"] == pytest.approx(0.45)
+    # ROI against the trial's first report: (0.8 - 0.4) × $100 / $5
+    assert frame.loc["b", "roi"] == pytest.approx(8.0)
+    assert frame.loc["a", "stop_reason"] == "rung_pruned"
+    assert frame.loc["b", "hp.lr"] == 0.01
+
+
+def test_ledger_summary_counts_savings_against_full_training() -> None:
+    ledger = Ledger(SPEC)
+    _run_two_trials(ledger)
+    s = ledger.summary()
+    assert s["total_cost_usd"] == pytest.approx(15.0)
+    assert s["best_trial_id"] == "b" and s["best_metric"] == pytest.approx(0.4)
+    # a: $5 per epoch × 4 epochs; b ran all 4 epochs for $5
+    assert s["cost_if_all_ran_full_usd"] == pytest.approx(25.0)
+    assert s["saved_fraction"] == pytest.approx(0.4)
+    assert s["stop_reasons"] == {"rung_pruned": 1, "completed": 1}
+    assert s["best_trial_metrics"]["epoch"] == 3.0
+
+
+def test_ledger_baseline_metric_is_the_roi_reference() -> None:
+    spec = LedgerSpec(metric="acc", mode="max", cost_model=CostModel(), baseline_metric=0.5)
+    ledger = Ledger(spec)
+    ledger.record_result("t", epoch=1, seconds=3600, metrics={"acc": 0.9}, device_kind="gpu", devices=1)
+    assert ledger.trial_roi(ledger.trials["t"]) == pytest.approx(0.4 / 2.5)
+
+
+def test_ledger_resume_continues_the_log(tmp_path) -> None:
+    first = Ledger(SPEC, tmp_path)
+    first.record_result(
+        "a",
+        epoch=1,
+        seconds=3600,
+        metrics={"val_loss": 0.9},
+        config={"lr": 0.1},
+        device_kind="gpu",
+        devices=2,
+    )
+    # the driver dies; a new ledger on the same directory continues, it does not start over
+    resumed = Ledger(SPEC, tmp_path)
+    assert resumed.trials["a"].epochs == 1
+    resumed.record_result("a", epoch=2, seconds=7200, metrics={"val_loss": 0.7}, device_kind="gpu", devices=2)
+    again = Ledger(SPEC, tmp_path)
+    row = again.to_frame().iloc[0]
+    assert row["epochs"] == 2
+    assert row["cost_usd"] == pytest.approx(10.0)  # charged once, from cumulative metered time
+    assert row["hp.lr"] == 0.1
+    assert len((tmp_path / LEDGER_FILE).read_text().splitlines()) == 2
+
+
+def test_ledger_skips_a_torn_last_line(tmp_path) -> None:
+    ledger = Ledger(SPEC, tmp_path)
+    ledger.record_result("a", epoch=1, seconds=10, metrics={"val_loss": 0.9})
+    with (tmp_path / LEDGER_FILE).open("a") as fh:
+        fh.write('{"event": "result", "trial_id": "a", "ep')  # killed mid-write
+    assert Ledger(SPEC, tmp_path).trials["a"].epochs == 1
+
+
+def test_ledger_nan_metric_is_kept_as_missing(tmp_path) -> None:
+    ledger = Ledger(SPEC, tmp_path)
+    ledger.record_result("a", epoch=1, seconds=10, metrics={"val_loss": math.nan})
+    ledger.record_result("a", epoch=2, seconds=20, metrics={"val_loss": 0.5})
+    event = json.loads((tmp_path / LEDGER_FILE).read_text().splitlines()[0])
+    assert event["metrics"]["val_loss"] is None
+    assert Ledger(SPEC, tmp_path).best_metric(Ledger(SPEC, tmp_path).trials["a"]) == 0.5
+
+
+def test_write_tables_round_trips_csv_and_parquet(tmp_path) -> None:
+    ledger = Ledger(SPEC, tmp_path)
+    _run_two_trials(ledger)
+    summary = ledger.write_tables(tmp_path, wall_seconds=1.5)
+    csv = pd.read_csv(tmp_path / "trials.csv")
+    parquet = pd.read_parquet(tmp_path / "trials.parquet")
+    for frame in (csv, parquet):
+        assert list(frame["trial_id"]) == ["a", "b"]
+        assert frame["cost_usd"].sum() == pytest.approx(15.0)
+        for column in (
+            "status",
+            "stop_reason",
+            "epochs",
+            "gpu_hours",
+            "cost_usd",
+            "best_val_loss",
+            "last_val_loss",
+            "roi",
+            "hp.lr",
+        ):
+            assert column in frame.columns
+    on_disk = json.loads((tmp_path / "summary.json").read_text())
+    assert on_disk["wall_seconds"] == 1.5 == summary["wall_seconds"]
+    assert on_disk["saved_fraction"] == pytest.approx(0.4)
+    assert not list(tmp_path.glob(".*.tmp"))

@@ -1,0 +1,170 @@
+"""Real Ray Tune runs: CostAwareHyperBand + Optuna TPE + the AMP trainable on digits."""
+
+from __future__ import annotations
+
+import json
+
+import pandas as pd
+import pytest
+import yaml
+from click.testing import CliRunner
+
+from costtune.cli import main
+from costtune.config import parse_config
+from costtune.cost import CostModel
+from costtune.errors import ConfigError
+from costtune.ledger import LEDGER_FILE
+from costtune.policy import AsyncHyperband, Decision
+from costtune.sweep import run_sweep
+
+pytestmark = pytest.mark.ray
+
+SMALL = {
+    "name": "small",
+    "trainable": {"name": "amp", "args": {"model": "mlp", "width": 32, "depth": 1}},
+    "max_epochs": 9,
+    "num_samples": 6,
+    "max_concurrent_trials": 2,
+    "seed": 1,
+    "search_space": {
+        "lr": {"type": "loguniform", "low": 1e-4, "high": 3e-2},
+        "batch_size": {"type": "choice", "values": [64, 128]},
+    },
+    "searcher": {"type": "optuna", "n_startup_trials": 3},
+    "scheduler": {"grace_epochs": 1, "eta": 3, "brackets": 1},
+    "cost": {"prices": {"cpu": 0.5}},
+}
+
+
+@pytest.fixture(scope="module")
+def small_run(ray_session, tmp_path_factory):
+    out = tmp_path_factory.mktemp("sweep") / "run"
+    return run_sweep(parse_config(SMALL), out)
+
+
+def test_sweep_writes_metered_tables(small_run) -> None:
+    out = small_run.output_dir
+    for name in ("trials.csv", "trials.parquet", "summary.json", LEDGER_FILE, "config.yaml", "ray"):
+        assert (out / name).exists(), name
+    frame = pd.read_csv(out / "trials.csv")
+    assert len(frame) == 6
+    for column in (
+        "trial_id",
+        "status",
+        "stop_reason",
+        "epochs",
+        "gpu_hours",
+        "cost_usd",
+        "best_val_loss",
+        "last_val_loss",
+        "roi",
+        "hp.lr",
+        "hp.batch_size",
+    ):
+        assert column in frame.columns
+    # CPU trials: 1 core each at $0.50 per core-hour, from metered seconds
+    assert (frame["cost_usd"] - frame["seconds"] / 3600 * 0.5).abs().max() < 1e-12
+    assert (frame["gpu_hours"] == 0).all()
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["total_cost_usd"] == pytest.approx(frame["cost_usd"].sum())
+    assert summary["best_metric"] == pytest.approx(frame["best_val_loss"].min())
+    assert 0 < summary["saved_fraction"] < 1
+    assert set(frame["stop_reason"]) <= {"rung_pruned", "completed"}
+
+
+def test_trials_stop_only_at_rungs_or_max_epochs(small_run) -> None:
+    frame = small_run.trials
+    pruned = frame[frame["stop_reason"] == "rung_pruned"]
+    completed = frame[frame["stop_reason"] == "completed"]
+    assert len(pruned) >= 1
+    assert set(pruned["epochs"]) <= {1, 3}
+    assert (completed["epochs"] == 9).all()
+
+
+def test_ray_adapter_decides_exactly_what_the_pure_policy_decides(small_run) -> None:
+    """Replay the ledger's results, in arrival order, through a fresh policy."""
+    policy = AsyncHyperband(max_epochs=9, grace_epochs=1, eta=3, brackets=1)
+    cost = CostModel(prices={"cpu": 0.5})
+    stopped_at: dict[str, int] = {}
+    for line in (small_run.output_dir / LEDGER_FILE).read_text().splitlines():
+        event = json.loads(line)
+        if event["event"] != "result" or event["trial_id"] in stopped_at:
+            continue
+        usd = cost.cost_usd(event["seconds"], event["devices"], event["device_kind"])
+        decision = policy.on_result(event["trial_id"], event["epoch"], event["metrics"]["val_loss"], usd)
+        if decision is Decision.STOP:
+            stopped_at[event["trial_id"]] = event["epoch"]
+    frame = small_run.trials.set_index("trial_id")
+    assert stopped_at == frame["epochs"].to_dict()
+    for trial_id, epochs in stopped_at.items():
+        assert policy.stop_reason(trial_id).value == frame.loc[trial_id, "stop_reason"], epochs
+
+
+def test_output_directory_that_holds_a_sweep_is_refused(small_run) -> None:
+    with pytest.raises(ConfigError, match="^output: .* already holds a sweep"):
+        run_sweep(parse_config(SMALL), small_run.output_dir)
+
+
+def test_cli_sweep_end_to_end_prints_the_cost_table(ray_session, tmp_path) -> None:
+    config = {**SMALL, "num_samples": 2, "max_epochs": 2, "scheduler": {"grace_epochs": 1, "eta": 2}}
+    path = tmp_path / "c.yaml"
+    path.write_text(yaml.safe_dump(config))
+    out = tmp_path / "run"
+    result = CliRunner().invoke(
+        main, ["sweep", str(path), "--output", str(out), "--no-progress", "--seed", "7"]
+    )
+    assert result.exit_code == 0, result.output
+    assert "Trials (best first)" in result.output and "total cost:" in result.output
+    assert json.loads((out / "summary.json").read_text())["trials"] == 2
+    assert yaml.safe_load((out / "config.yaml").read_text())["seed"] == 7
+
+
+def test_cost_aware_hyperband_in_a_plain_tuner_maximising(ray_session, tmp_path) -> None:
+    from ray import tune
+
+    from costtune.schedulers import CostAwareHyperBand
+
+    def trainable(config: dict) -> None:
+        for epoch in range(1, 10):
+            tune.report({"score": config["quality"] * (1 - 1 / (epoch + 1))})
+
+    tuner = tune.Tuner(
+        trainable,
+        param_space={"quality": tune.grid_search([0.1, 0.2, 0.3, 0.4, 0.5, 0.6])},
+        tune_config=tune.TuneConfig(
+            metric="score",
+            mode="max",
+            max_concurrent_trials=1,
+            scheduler=CostAwareHyperBand(max_epochs=9, grace_epochs=1, eta=3, brackets=1),
+        ),
+        run_config=tune.RunConfig(storage_path=str(tmp_path), verbose=0),
+    )
+    results = tuner.fit()
+    epochs = {r.config["quality"]: r.metrics["training_iteration"] for r in results}
+    # one worker, rising quality: each new trial is the best so far, so every trial goes on
+    assert epochs == dict.fromkeys([0.1, 0.2, 0.3, 0.4, 0.5, 0.6], 9)
+
+
+def test_cost_aware_hyperband_prunes_worse_trials_in_a_plain_tuner(ray_session, tmp_path) -> None:
+    from ray import tune
+
+    from costtune.schedulers import CostAwareHyperBand
+
+    def trainable(config: dict) -> None:
+        for epoch in range(1, 10):
+            tune.report({"loss": config["badness"] / epoch})
+
+    tuner = tune.Tuner(
+        trainable,
+        param_space={"badness": tune.grid_search([0.1, 0.5, 0.6, 0.7, 0.8, 0.9])},
+        tune_config=tune.TuneConfig(
+            metric="loss",
+            mode="min",
+            max_concurrent_trials=1,
+            scheduler=CostAwareHyperBand(max_epochs=9, grace_epochs=1, eta=3, brackets=1),
+        ),
+        run_config=tune.RunConfig(storage_path=str(tmp_path), verbose=0),
+    )
+    epochs = {r.config["badness"]: r.metrics["training_iteration"] for r in tuner.fit()}
+    # the best comes first: every later, worse trial is cut at the first rung (epoch 1)
+    assert epochs == {0.1: 9, 0.5: 1, 0.6: 1, 0.7: 1, 0.8: 1, 0.9: 1}
