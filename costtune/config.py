@@ -61,9 +61,7 @@ class ParamSpec(_Strict):
             raise ValueError(f"needs finite low < high, got low={self.low}, high={self.high}")
         if self.type.startswith("log") and self.low <= 0:
             raise ValueError(f"{self.type} needs low > 0, got {self.low}")
-        if self.type in ("int", "logint") and (
-            self.low != int(self.low) or self.high != int(self.high)
-        ):
+        if self.type in ("int", "logint") and (self.low != int(self.low) or self.high != int(self.high)):
             raise ValueError(f"{self.type} needs integer bounds, got {self.low}, {self.high}")
         return self
 
@@ -116,10 +114,7 @@ class SweepConfig(_Strict):
 
     @model_validator(mode="after")
     def _consistent(self) -> SweepConfig:
-        if (
-            self.scheduler.type == "cost_aware_hyperband"
-            and self.scheduler.grace_epochs > self.max_epochs
-        ):
+        if self.scheduler.type == "cost_aware_hyperband" and self.scheduler.grace_epochs > self.max_epochs:
             raise ValueError(
                 f"scheduler.grace_epochs: must be <= max_epochs ({self.max_epochs}), "
                 f"got {self.scheduler.grace_epochs}"
@@ -150,9 +145,7 @@ def load_config(path: str | Path, overrides: dict[str, Any] | None = None) -> Sw
         where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
         raise ConfigError(f"config: {path} is not valid YAML{where}") from None
     if not isinstance(raw, dict):
-        raise ConfigError(
-            f"config: {path} must be a YAML mapping of keys, got {type(raw).__name__}"
-        )
+        raise ConfigError(f"config: {path} must be a YAML mapping of keys, got {type(raw).__name__}")
     if isinstance(raw.get("search_space"), str):
         raw["search_space"] = _load_search_space(raw["search_space"], path.parent)
     return parse_config({**raw, **(overrides or {})})

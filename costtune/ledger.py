@@ -13,6 +13,7 @@ import json
 import math
 import os
 import tempfile
+import time
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -75,6 +76,8 @@ class Ledger:
     def __init__(self, spec: LedgerSpec, directory: Path | str | None = None) -> None:
         self.spec = spec
         self.trials: dict[str, TrialRecord] = {}
+        #: every reported epoch in arrival order: (trial_id, epoch, usd spent by it, metric)
+        self.timeline: list[tuple[str, int, float, float]] = []
         self._path = Path(directory) / LEDGER_FILE if directory is not None else None
         if self._path is not None and self._path.exists():
             for event in _read_events(self._path):
@@ -101,6 +104,7 @@ class Ledger:
             "metrics": {k: _json_number(v) for k, v in metrics.items()},
             "device_kind": device_kind,
             "devices": float(devices),
+            "time": time.time(),  # driver wall clock, for spend-over-time plots only
         }
         if trial_id not in self.trials:
             event["config"] = dict(config or {})
@@ -132,6 +136,7 @@ class Ledger:
             record.stop_reason = event["stop_reason"]
             return record
         metrics = {k: (math.nan if v is None else float(v)) for k, v in event["metrics"].items()}
+        usd_before = self.cost_usd(record)
         record.device_kind = event["device_kind"]
         record.devices = event["devices"]
         record.epochs = max(record.epochs, event["epoch"])
@@ -146,6 +151,7 @@ class Ledger:
                 record.best_metrics = {"epoch": float(event["epoch"]), **metrics}
         if self.spec.metric in metrics:
             record.history.append((event["epoch"], event["seconds"], value))
+        self.timeline.append((trial_id, event["epoch"], self.cost_usd(record) - usd_before, value))
         return record
 
     # ------------------------------------------------------------------- reading
@@ -213,13 +219,9 @@ class Ledger:
             "epochs": sum(r.epochs for r in self.trials.values()),
             "total_cost_usd": total_cost,
             "total_gpu_hours": sum(
-                device_hours(r.seconds, r.devices)
-                for r in self.trials.values()
-                if r.device_kind == "gpu"
+                device_hours(r.seconds, r.devices) for r in self.trials.values() if r.device_kind == "gpu"
             ),
-            "total_device_hours": sum(
-                device_hours(r.seconds, r.devices) for r in self.trials.values()
-            ),
+            "total_device_hours": sum(device_hours(r.seconds, r.devices) for r in self.trials.values()),
             "best_trial_id": best_id,
             "best_metric": None if best_id is None else best,
             f"best_{metric}": None if best_id is None else best,

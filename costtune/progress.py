@@ -21,9 +21,14 @@ class LiveProgress(Callback):
     def __init__(self, ledger: Ledger, num_samples: int, console: Console | None = None) -> None:
         self.ledger = ledger
         self.num_samples = num_samples
-        self.console = console or Console()
+        self.console = console
         self._live: Live | None = None
         self._drawn_at = 0.0
+
+    def __getstate__(self) -> dict[str, Any]:
+        # Tune pickles its callbacks into the experiment state; a console and a live
+        # display hold locks and a terminal, so they are rebuilt where they are used.
+        return {**self.__dict__, "console": None, "_live": None}
 
     def _render(self) -> Table:
         ledger = self.ledger
@@ -59,13 +64,9 @@ class LiveProgress(Callback):
         )
         return table
 
-    def on_trial_result(
-        self, iteration: int, trials: list, trial: Any, result: dict, **info: Any
-    ) -> None:
+    def on_trial_result(self, iteration: int, trials: list, trial: Any, result: dict, **info: Any) -> None:
         if self._live is None:
-            self._live = Live(
-                self._render(), console=self.console, refresh_per_second=4, transient=True
-            )
+            self._live = Live(self._render(), console=self.console, refresh_per_second=4, transient=True)
             self._live.start()
         elif time.monotonic() - self._drawn_at > 0.25:
             self._live.update(self._render())

@@ -76,19 +76,14 @@ def summary_lines(summary: dict[str, Any]) -> list[str]:
             for k, v in (summary.get("best_trial_metrics") or {}).items()
             if k not in (metric, "epoch", "train_loss")
         ),
-        "stop reasons: "
-        + ", ".join(f"{k} {v}" for k, v in sorted(summary.get("stop_reasons", {}).items())),
+        "stop reasons: " + ", ".join(f"{k} {v}" for k, v in sorted(summary.get("stop_reasons", {}).items())),
     ]
     if "wall_seconds" in summary:
-        lines.append(
-            f"wall time: {summary['wall_seconds']:.1f} s   output: {summary.get('output_dir')}"
-        )
+        lines.append(f"wall time: {summary['wall_seconds']:.1f} s   output: {summary.get('output_dir')}")
     return lines
 
 
-def print_report(
-    frame: pd.DataFrame, summary: dict[str, Any], console: Console | None = None
-) -> None:
+def print_report(frame: pd.DataFrame, summary: dict[str, Any], console: Console | None = None) -> None:
     console = console or Console(width=None if Console().is_terminal else 160)
     console.print(cost_table(frame, summary["metric"], summary["mode"]))
     for line in summary_lines(summary):

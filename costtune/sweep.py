@@ -18,7 +18,8 @@ import yaml
 
 from costtune.config import SweepConfig, load_config
 from costtune.errors import ConfigError
-from costtune.ledger import LEDGER_FILE, Ledger, LedgerSpec
+from costtune.ledger import LEDGER_FILE, Ledger
+from costtune.run import ledger_spec
 from costtune.trainables import BUILTIN_TRAINABLES
 
 
@@ -81,9 +82,7 @@ def run_sweep(
     if (out / LEDGER_FILE).exists():
         raise ConfigError(f"output: {out} already holds a sweep; choose another directory")
     out.mkdir(parents=True, exist_ok=True)
-    (out / "config.yaml").write_text(
-        yaml.safe_dump(config.model_dump(mode="json"), sort_keys=False)
-    )
+    (out / "config.yaml").write_text(yaml.safe_dump(config.model_dump(mode="json"), sort_keys=False))
 
     from ray import tune
 
@@ -92,17 +91,7 @@ def run_sweep(
 
     _ensure_ray(ray_address, config)
     cost_model = config.cost.cost_model()
-    ledger = Ledger(
-        LedgerSpec(
-            metric=config.metric,
-            mode=config.mode,
-            cost_model=cost_model,
-            business_value_usd=config.cost.business_value_usd,
-            baseline_metric=config.cost.baseline_metric,
-            max_epochs=config.max_epochs,
-        ),
-        out,
-    )
+    ledger = Ledger(ledger_spec(config), out)
     scheduler: Any
     if config.scheduler.type == "cost_aware_hyperband":
         scheduler = CostAwareHyperBand(

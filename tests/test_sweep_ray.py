@@ -168,3 +168,22 @@ def test_cost_aware_hyperband_prunes_worse_trials_in_a_plain_tuner(ray_session, 
     epochs = {r.config["badness"]: r.metrics["training_iteration"] for r in tuner.fit()}
     # the best comes first: every later, worse trial is cut at the first rung (epoch 1)
     assert epochs == {0.1: 9, 0.5: 1, 0.6: 1, 0.7: 1, 0.8: 1, 0.9: 1}
+
+
+def test_a_users_own_module_function_trainable(ray_session, tmp_path) -> None:
+    config = {
+        "name": "user",
+        "trainable": {"name": "tests.user_trainables:quadratic"},
+        "metric": "loss",
+        "max_epochs": 3,
+        "num_samples": 4,
+        "search_space": {"x": {"type": "uniform", "low": 0.0, "high": 1.0}},
+        "searcher": {"type": "hyperopt", "n_startup_trials": 2},
+        "scheduler": {"type": "fifo"},
+    }
+    result = run_sweep(parse_config(config), tmp_path / "run")
+    frame = result.trials
+    assert len(frame) == 4 and (frame["epochs"] == 3).all()
+    assert set(frame["stop_reason"]) == {"completed"}
+    best = frame.loc[frame["best_loss"].idxmin()]
+    assert best["best_loss"] == pytest.approx((best["hp.x"] - 0.3) ** 2 + 1 / 3)

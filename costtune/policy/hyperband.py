@@ -37,9 +37,7 @@ class TrialState:
 def bracket_weights(n_brackets: int, eta: int) -> list[int]:
     """Hyperband's number of configurations per bracket, bracket 0 most aggressive."""
     s_max = n_brackets - 1
-    return [
-        math.ceil((s_max + 1) / (s_max - b + 1) * eta ** (s_max - b)) for b in range(n_brackets)
-    ]
+    return [math.ceil((s_max + 1) / (s_max - b + 1) * eta ** (s_max - b)) for b in range(n_brackets)]
 
 
 class AsyncHyperband:
@@ -74,15 +72,11 @@ class AsyncHyperband:
             self.promotion = PromotionRule(promotion)
         except ValueError:
             choices = ", ".join(r.value for r in PromotionRule)
-            raise ConfigError(
-                f"scheduler.promotion: must be one of {choices}; got {promotion!r}"
-            ) from None
+            raise ConfigError(f"scheduler.promotion: must be one of {choices}; got {promotion!r}") from None
         self.max_epochs = max_epochs
         self.grace_epochs = grace_epochs
         self.eta = eta
-        self.rungs_by_bracket = [
-            rung_epochs(grace_epochs, eta, max_epochs, b) for b in range(brackets)
-        ]
+        self.rungs_by_bracket = [rung_epochs(grace_epochs, eta, max_epochs, b) for b in range(brackets)]
         self._weights = bracket_weights(brackets, eta)
         self._wrr = [0] * brackets
         self.rungs: list[dict[int, dict[str, RungEntry]]] = [
@@ -148,10 +142,7 @@ class AsyncHyperband:
                 for k, v in self.trials.items()
             },
             "rungs": [
-                {
-                    str(at): {t: [e.loss, e.cost_usd] for t, e in rung.items()}
-                    for at, rung in b.items()
-                }
+                {str(at): {t: [e.loss, e.cost_usd] for t, e in rung.items()} for at, rung in b.items()}
                 for b in self.rungs
             ],
         }

@@ -54,8 +54,7 @@ def validate_geometry(grace_epochs: int, eta: int, max_epochs: int) -> None:
         raise ConfigError(f"scheduler.grace_epochs: must be an integer >= 1, got {grace_epochs!r}")
     if not isinstance(max_epochs, int) or max_epochs < grace_epochs:
         raise ConfigError(
-            f"max_epochs: must be an integer >= scheduler.grace_epochs ({grace_epochs}), "
-            f"got {max_epochs!r}"
+            f"max_epochs: must be an integer >= scheduler.grace_epochs ({grace_epochs}), got {max_epochs!r}"
         )
 
 
@@ -89,9 +88,7 @@ def pareto_fronts(points: Sequence[tuple[float, float]]) -> list[int]:
     level = 0
     while remaining:
         current = {
-            i
-            for i in remaining
-            if not any(_dominates(points[j], points[i]) for j in remaining if j != i)
+            i for i in remaining if not any(_dominates(points[j], points[i]) for j in remaining if j != i)
         }
         for i in current:
             fronts[i] = level
@@ -126,9 +123,7 @@ def is_promotable(
         order = sorted(range(len(ids)), key=lambda k: (fronts[k], _key(rung[ids[k]].loss), ids[k]))
     else:
         order = sorted(range(len(ids)), key=lambda k: (_key(rung[ids[k]].loss), ids[k]))
-    weights = [
-        max(rung[ids[k]].cost_usd, 0.0) if rule is PromotionRule.COST_SHARE else 1.0 for k in order
-    ]
+    weights = [max(rung[ids[k]].cost_usd, 0.0) if rule is PromotionRule.COST_SHARE else 1.0 for k in order]
     total = sum(weights)
     if total <= 0:  # nothing metered yet: fall back to counting trials
         weights = [1.0] * len(order)

@@ -60,9 +60,7 @@ class LedgerCallback(Callback):
         self.tables_every_s = tables_every_s
         self._last_tables = 0.0
 
-    def on_trial_result(
-        self, iteration: int, trials: list, trial: Any, result: dict, **info: Any
-    ) -> None:
+    def on_trial_result(self, iteration: int, trials: list, trial: Any, result: dict, **info: Any) -> None:
         kind, devices = trial_devices(trial)
         metrics = {
             k: float(v)

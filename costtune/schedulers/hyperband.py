@@ -94,18 +94,14 @@ class CostAwareHyperBand(FIFOScheduler):
 
     def on_trial_add(self, tune_controller: Any, trial: Trial) -> None:
         if not self._metric or self._mode not in ("min", "max"):
-            raise ConfigError(
-                "CostAwareHyperBand: metric and mode must be set (here or in TuneConfig)"
-            )
+            raise ConfigError("CostAwareHyperBand: metric and mode must be set (here or in TuneConfig)")
         self.policy.on_add(trial.trial_id)
 
     def on_trial_result(self, tune_controller: Any, trial: Trial, result: dict) -> str:
         if self._metric not in result or self.time_attr not in result:
             return TrialScheduler.CONTINUE
         kind, devices = trial_devices(trial)
-        cost_usd = self.cost_model.cost_usd(
-            float(result.get(self.seconds_field, 0.0)), devices, kind
-        )
+        cost_usd = self.cost_model.cost_usd(float(result.get(self.seconds_field, 0.0)), devices, kind)
         decision = self.policy.on_result(
             trial.trial_id,
             int(result[self.time_attr]),
@@ -128,9 +124,7 @@ class CostAwareHyperBand(FIFOScheduler):
         return None if reason is None else reason.value
 
     def debug_string(self) -> str:
-        stopped = sum(
-            1 for t in self.policy.trials.values() if t.stop_reason is StopReason.RUNG_PRUNED
-        )
+        stopped = sum(1 for t in self.policy.trials.values() if t.stop_reason is StopReason.RUNG_PRUNED)
         return f"CostAwareHyperBand: {len(self.policy.trials)} trials, {stopped} pruned at rungs"
 
     def state_dict(self) -> dict[str, Any]:

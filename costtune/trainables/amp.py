@@ -80,9 +80,7 @@ class Settings:
                 f"got {s.accumulation_steps} with batch_size {s.batch_size}"
             )
         if s.optimizer not in ("adamw", "sgd"):
-            raise ConfigError(
-                f"trainable.args.optimizer: must be 'adamw' or 'sgd', got {s.optimizer!r}"
-            )
+            raise ConfigError(f"trainable.args.optimizer: must be 'adamw' or 'sgd', got {s.optimizer!r}")
         if not (math.isfinite(s.lr) and s.lr > 0):
             raise ConfigError(f"lr: must be a finite number > 0, got {s.lr!r}")
         return s
@@ -109,9 +107,7 @@ def accumulate_gradients(
     """
     n = x.shape[0]
     total = 0.0
-    for xb, yb in zip(
-        x.tensor_split(accumulation_steps), y.tensor_split(accumulation_steps), strict=True
-    ):
+    for xb, yb in zip(x.tensor_split(accumulation_steps), y.tensor_split(accumulation_steps), strict=True):
         if xb.shape[0] == 0:
             continue
         with autocast(x.device, precision):
@@ -122,9 +118,7 @@ def accumulate_gradients(
 
 
 @torch.no_grad()
-def evaluate(
-    model: nn.Module, x: torch.Tensor, y: torch.Tensor, precision: str
-) -> tuple[float, float]:
+def evaluate(model: nn.Module, x: torch.Tensor, y: torch.Tensor, precision: str) -> tuple[float, float]:
     """Validation cross-entropy and accuracy (logits in fp32 for the loss)."""
     model.eval()
     with autocast(x.device, precision):
@@ -165,9 +159,7 @@ def run_training(
         optimizer = torch.optim.SGD(
             model.parameters(), lr=s.lr, momentum=s.momentum, weight_decay=s.weight_decay
         )
-    scaler = torch.amp.GradScaler(
-        device.type, enabled=s.precision == "fp16" and device.type == "cuda"
-    )
+    scaler = torch.amp.GradScaler(device.type, enabled=s.precision == "fp16" and device.type == "cuda")
     first_epoch = 1
     if start_state is not None:
         model.load_state_dict(start_state["model"])
@@ -181,9 +173,7 @@ def run_training(
     y_va = torch.as_tensor(data.y_val, device=device)
     for epoch in range(first_epoch, s.max_epochs + 1):
         model.train()
-        order = torch.as_tensor(
-            np.random.default_rng([s.seed, epoch]).permutation(len(x_tr)), device=device
-        )
+        order = torch.as_tensor(np.random.default_rng([s.seed, epoch]).permutation(len(x_tr)), device=device)
         train_loss, seen = 0.0, 0
         for batch in order.split(s.batch_size):
             optimizer.zero_grad(set_to_none=True)

@@ -30,16 +30,12 @@ def load_dataset(name: str = "digits", val_fraction: float = 0.2, seed: int = 0)
     10 classes), scaled to [0, 1].
     """
     if name != "digits":
-        raise ConfigError(
-            f"trainable.args.dataset: unknown dataset {name!r}; choose one of {DATASETS}"
-        )
+        raise ConfigError(f"trainable.args.dataset: unknown dataset {name!r}; choose one of {DATASETS}")
     from sklearn.datasets import load_digits
     from sklearn.model_selection import train_test_split
 
     bunch = load_digits()
     x = (bunch.data / 16.0).astype(np.float32)
     y = bunch.target.astype(np.int64)
-    x_tr, x_va, y_tr, y_va = train_test_split(
-        x, y, test_size=val_fraction, random_state=seed, stratify=y
-    )
+    x_tr, x_va, y_tr, y_va = train_test_split(x, y, test_size=val_fraction, random_state=seed, stratify=y)
     return Split(x_tr, y_tr, x_va, y_va, image_shape=(8, 8), n_classes=10)

@@ -89,24 +89,16 @@ def build_model(
         stem: nn.Module = nn.Sequential(nn.Linear(in_features, width), nn.GELU())
         blocks: list[nn.Module] = [
             _Residual(
-                nn.Sequential(
-                    nn.LayerNorm(width), nn.Linear(width, width), nn.GELU(), nn.Dropout(dropout)
-                )
+                nn.Sequential(nn.LayerNorm(width), nn.Linear(width, width), nn.GELU(), nn.Dropout(dropout))
             )
             for _ in range(depth)
         ]
         head: nn.Module = nn.Linear(width, n_classes)
     elif name == "cnn":
         h, w = image_shape
-        stem = nn.Sequential(
-            nn.Unflatten(1, (1, h, w)), nn.Conv2d(1, width, 3, padding=1), nn.GELU()
-        )
+        stem = nn.Sequential(nn.Unflatten(1, (1, h, w)), nn.Conv2d(1, width, 3, padding=1), nn.GELU())
         blocks = [
-            _Residual(
-                nn.Sequential(
-                    nn.BatchNorm2d(width), nn.Conv2d(width, width, 3, padding=1), nn.GELU()
-                )
-            )
+            _Residual(nn.Sequential(nn.BatchNorm2d(width), nn.Conv2d(width, width, 3, padding=1), nn.GELU()))
             for _ in range(depth)
         ]
         head = nn.Sequential(
@@ -114,9 +106,7 @@ def build_model(
         )
     elif name == "transformer":
         if width % int(heads):
-            raise ConfigError(
-                f"trainable.args.width: must be divisible by heads={heads}, got {width}"
-            )
+            raise ConfigError(f"trainable.args.width: must be divisible by heads={heads}, got {width}")
         stem = _Tokens(image_shape, width)
         blocks = [
             nn.TransformerEncoderLayer(

@@ -1,0 +1,142 @@
+"""Where a sweep's money went: per-epoch spend, the elbow, ROI zones, cost to a target.
+
+Pure functions of a :class:`~costtune.ledger.Ledger` (pandas at most; no Ray, no plots).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from costtune.cost import improvement
+from costtune.ledger import Ledger, TrialRecord
+
+HIGH_ROI, MARGINAL, WASTE = "high-ROI", "marginal", "waste"
+
+
+@dataclass(frozen=True, slots=True)
+class EpochPoint:
+    """One epoch of one trial: cumulative dollars, the metric, the best so far and its zone."""
+
+    epoch: int
+    usd: float
+    metric: float
+    best_so_far: float
+    marginal_roi: float
+    zone: str
+
+
+@dataclass(frozen=True, slots=True)
+class Elbow:
+    """The epoch after which a trial's marginal ROI stayed below ``min_roi``."""
+
+    trial_id: str
+    epoch: int
+    metric: float
+    usd: float
+    usd_after: float  # what the epochs after the elbow cost
+    min_roi: float
+
+
+def curve(
+    ledger: Ledger, record: TrialRecord, window: int = 3, min_roi: float | None = None
+) -> list[EpochPoint]:
+    """The trial's epochs with cumulative dollars and windowed marginal ROI.
+
+    Marginal ROI at epoch i = improvement of the best-so-far metric over the last
+    ``window`` epochs × business value / the dollars those epochs cost. A window (rather
+    than one epoch) keeps a noisy validation curve from flipping zones every epoch.
+
+    Zones: ``high-ROI`` while marginal ROI ≥ ``min_roi``; ``marginal`` while it is
+    positive but below; ``waste`` when the window bought no improvement at all.
+    ``min_roi`` defaults to :func:`default_min_roi`.
+    """
+    spec = ledger.spec
+    model = spec.cost_model
+    points: list[EpochPoint] = []
+    best = math.nan
+    history = [(e, model.cost_usd(s, record.devices, record.device_kind), m) for e, s, m in record.history]
+    threshold = default_min_roi(ledger, record) if min_roi is None else min_roi
+    bests: list[float] = []
+    for i, (epoch, usd, metric) in enumerate(history):
+        if not math.isnan(metric) and (math.isnan(best) or improvement(best, metric, spec.mode) > 0):
+            best = metric
+        bests.append(best)
+        j = max(0, i - window)
+        spent = usd - history[j][1]
+        gained = improvement(bests[j], best, spec.mode) if i > 0 else math.nan
+        mroi = gained * spec.business_value_usd / spent if spent > 0 and not math.isnan(gained) else math.nan
+        if i == 0 or math.isnan(mroi) or mroi >= threshold:
+            zone = HIGH_ROI
+        elif mroi > 0:
+            zone = MARGINAL
+        else:
+            zone = WASTE
+        points.append(EpochPoint(epoch, usd, metric, best, mroi, zone))
+    return points
+
+
+def default_min_roi(ledger: Ledger, record: TrialRecord) -> float:
+    """A tenth of the trial's average ROI: the point where a dollar buys a tenth of what
+    the average dollar of this trial bought."""
+    average = ledger.trial_roi(record)
+    return 0.1 * average if math.isfinite(average) and average > 0 else 0.0
+
+
+def elbow(ledger: Ledger, record: TrialRecord, window: int = 3, min_roi: float | None = None) -> Elbow | None:
+    """The last epoch whose marginal ROI was still ≥ the threshold (None without history)."""
+    points = curve(ledger, record, window, min_roi)
+    if not points:
+        return None
+    threshold = default_min_roi(ledger, record) if min_roi is None else min_roi
+    last_good = 0
+    for i, p in enumerate(points):
+        if p.zone == HIGH_ROI:
+            last_good = i
+    at = points[last_good]
+    return Elbow(record.trial_id, at.epoch, at.best_so_far, at.usd, points[-1].usd - at.usd, threshold)
+
+
+def zone_summary(points: list[EpochPoint]) -> list[EpochPoint]:
+    """The last epoch of each run of equal zones: a few lines that tell the story."""
+    out: list[EpochPoint] = []
+    for i, p in enumerate(points):
+        if i + 1 == len(points) or points[i + 1].zone != p.zone:
+            out.append(p)
+    return out
+
+
+def cost_to_target(ledger: Ledger, target: float) -> float | None:
+    """Cumulative dollars of every epoch run, in the order they ran, until any trial's
+    metric first reaches ``target``; ``None`` if it never did."""
+    spent = 0.0
+    for _trial_id, _epoch, usd, metric in ledger.timeline:
+        spent += usd
+        if not math.isnan(metric) and improvement(target, metric, ledger.spec.mode) >= 0:
+            return spent
+    return None
+
+
+def spend_by_band(ledger: Ledger, bands: list[int]) -> dict[str, float]:
+    """Dollars spent in each epoch band, e.g. bands [5, 25, 50] → '1-5', '6-25', '26-50'."""
+    edges = sorted(set(bands))
+    labels = [f"{lo + 1}-{hi}" for lo, hi in zip([0, *edges[:-1]], edges, strict=True)]
+    out = dict.fromkeys(labels, 0.0)
+    if edges:
+        out[f">{edges[-1]}"] = 0.0
+    for _trial_id, epoch, usd, _metric in ledger.timeline:
+        for label, hi in zip(labels, edges, strict=True):
+            if epoch <= hi:
+                out[label] += usd
+                break
+        else:
+            out[f">{edges[-1]}"] += usd
+    return {k: v for k, v in out.items() if v > 0 or not k.startswith(">")}
+
+
+def spend_by_stop_reason(ledger: Ledger) -> dict[str, float]:
+    out: dict[str, float] = {}
+    for r in ledger.trials.values():
+        key = r.stop_reason or ("interrupted" if r.status == "RUNNING" else r.status.lower())
+        out[key] = out.get(key, 0.0) + ledger.cost_usd(r)
+    return out

@@ -1,0 +1,49 @@
+"""Reading a finished (or interrupted) run back from its directory alone — no Ray needed."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import yaml
+
+from costtune.config import SweepConfig, parse_config
+from costtune.errors import ConfigError
+from costtune.ledger import LEDGER_FILE, Ledger, LedgerSpec
+
+
+@dataclass(frozen=True)
+class Run:
+    directory: Path
+    config: SweepConfig
+    ledger: Ledger
+
+    @property
+    def name(self) -> str:
+        return self.directory.name
+
+
+def ledger_spec(config: SweepConfig) -> LedgerSpec:
+    return LedgerSpec(
+        metric=config.metric,
+        mode=config.mode,
+        cost_model=config.cost.cost_model(),
+        business_value_usd=config.cost.business_value_usd,
+        baseline_metric=config.cost.baseline_metric,
+        max_epochs=config.max_epochs,
+    )
+
+
+def load_run(directory: str | Path) -> Run:
+    """A run directory written by ``run_sweep``: its ``config.yaml`` and ``ledger.jsonl``."""
+    directory = Path(directory)
+    if not (directory / LEDGER_FILE).is_file() or not (directory / "config.yaml").is_file():
+        raise ConfigError(
+            f"run: {directory} is not a costtune run directory (no {LEDGER_FILE} / config.yaml)"
+        )
+    try:
+        raw = yaml.safe_load((directory / "config.yaml").read_text(encoding="utf-8"))
+    except yaml.YAMLError:
+        raise ConfigError(f"run: {directory}/config.yaml is not valid YAML") from None
+    config = parse_config(raw)
+    return Run(directory=directory, config=config, ledger=Ledger(ledger_spec(config), directory))
