@@ -110,7 +110,7 @@ def cost_to_target(ledger: Ledger, target: float) -> float | None:
     """Cumulative dollars of every epoch run, in the order they ran, until any trial's
     metric first reaches ``target``; ``None`` if it never did."""
     spent = 0.0
-    for _trial_id, _epoch, usd, metric in ledger.timeline:
+    for _trial_id, _epoch, usd, metric, _time in ledger.timeline:
         spent += usd
         if not math.isnan(metric) and improvement(target, metric, ledger.spec.mode) >= 0:
             return spent
@@ -124,7 +124,7 @@ def spend_by_band(ledger: Ledger, bands: list[int]) -> dict[str, float]:
     out = dict.fromkeys(labels, 0.0)
     if edges:
         out[f">{edges[-1]}"] = 0.0
-    for _trial_id, epoch, usd, _metric in ledger.timeline:
+    for _trial_id, epoch, usd, _metric, _time in ledger.timeline:
         for label, hi in zip(labels, edges, strict=True):
             if epoch <= hi:
                 out[label] += usd

@@ -76,8 +76,8 @@ class Ledger:
     def __init__(self, spec: LedgerSpec, directory: Path | str | None = None) -> None:
         self.spec = spec
         self.trials: dict[str, TrialRecord] = {}
-        #: every reported epoch in arrival order: (trial_id, epoch, usd spent by it, metric)
-        self.timeline: list[tuple[str, int, float, float]] = []
+        #: every reported epoch in arrival order: (trial_id, epoch, usd it cost, metric, unix time)
+        self.timeline: list[tuple[str, int, float, float, float]] = []
         self._path = Path(directory) / LEDGER_FILE if directory is not None else None
         if self._path is not None and self._path.exists():
             for event in _read_events(self._path):
@@ -151,7 +151,8 @@ class Ledger:
                 record.best_metrics = {"epoch": float(event["epoch"]), **metrics}
         if self.spec.metric in metrics:
             record.history.append((event["epoch"], event["seconds"], value))
-        self.timeline.append((trial_id, event["epoch"], self.cost_usd(record) - usd_before, value))
+        spent = self.cost_usd(record) - usd_before
+        self.timeline.append((trial_id, event["epoch"], spent, value, event.get("time", math.nan)))
         return record
 
     # ------------------------------------------------------------------- reading

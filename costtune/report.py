@@ -1,13 +1,37 @@
-"""Rendering a sweep's cost table for people (rich) — the start of ``costtune report``."""
+"""After a run: the cost table, where the money went, the elbow, plots, HTML, compare.
+
+Everything here works from a run directory alone (``ledger.jsonl`` + ``config.yaml``):
+no Ray process, and an interrupted run reads back like a finished one.
+"""
 
 from __future__ import annotations
 
+import base64
+import html
+import io
+import json
 import math
+from dataclasses import dataclass, field
 from typing import Any
 
 import pandas as pd
 from rich.console import Console
 from rich.table import Table
+
+from costtune.analysis import (
+    Elbow,
+    EpochPoint,
+    cost_to_target,
+    curve,
+    elbow,
+    spend_by_band,
+    spend_by_stop_reason,
+    zone_summary,
+)
+from costtune.policy import rung_epochs
+from costtune.run import Run
+
+SORT_KEYS = ("metric", "cost", "roi")
 
 
 def _fmt(value: Any, digits: int = 4) -> str:
@@ -27,28 +51,34 @@ def usd(value: float | None) -> str:
     return f"${value:.3g}"
 
 
-def cost_table(frame: pd.DataFrame, metric: str, mode: str, limit: int | None = 20) -> Table:
-    """The trial cost table, best trials first."""
-    table = Table(title="Trials (best first)", show_lines=False)
+def sort_trials(frame: pd.DataFrame, metric: str, mode: str, by: str = "metric") -> pd.DataFrame:
+    """Best metric first, most expensive first, or highest ROI first."""
+    if frame.empty:
+        return frame
+    if by == "cost":
+        return frame.sort_values("cost_usd", ascending=False)
+    if by == "roi":
+        return frame.sort_values("roi", ascending=False, na_position="last")
+    return frame.sort_values(f"best_{metric}", ascending=mode == "min", na_position="last")
+
+
+def cost_table(
+    frame: pd.DataFrame, metric: str, mode: str, limit: int | None = 20, by: str = "metric"
+) -> Table:
+    """The trial cost table as a rich table."""
+    title = {"metric": "best first", "cost": "most expensive first", "roi": "highest ROI first"}[by]
+    table = Table(title=f"Trials ({title})", show_lines=False)
     hp_columns = [c for c in frame.columns if c.startswith("hp.")]
-    for name in [
-        "trial",
-        "stop reason",
-        "epochs",
-        "device-h",
-        "cost",
-        f"best {metric}",
-        "roi",
-        *(c[3:] for c in hp_columns),
-    ]:
+    headers = ["trial", "stop reason", "epochs", "device-h", "cost", f"best {metric}", "roi"]
+    for name in [*headers, *(c[3:] for c in hp_columns)]:
         table.add_column(name, justify="left" if name in ("trial", "stop reason") else "right")
     if frame.empty:
         return table
-    ordered = frame.sort_values(f"best_{metric}", ascending=mode == "min", na_position="last")
+    ordered = sort_trials(frame, metric, mode, by)
     for _, row in (ordered if limit is None else ordered.head(limit)).iterrows():
         table.add_row(
             str(row["trial_id"]),
-            str(row["stop_reason"] or row["status"]),
+            str(row["stop_reason"] if isinstance(row["stop_reason"], str) else "interrupted"),
             str(row["epochs"]),
             _fmt(row["device_hours"], 3),
             usd(row["cost_usd"]),
@@ -66,7 +96,8 @@ def summary_lines(summary: dict[str, Any]) -> list[str]:
     saved = summary.get("saved_fraction")
     lines = [
         f"trials: {summary['trials']}   epochs run: {summary['epochs']}   "
-        f"device-hours: {summary['total_device_hours']:.4g}   GPU-hours: {summary['total_gpu_hours']:.4g}",
+        f"device-hours: {summary['total_device_hours']:.4g}   "
+        f"GPU-hours: {summary['total_gpu_hours']:.4g}",
         f"total cost: {usd(summary['total_cost_usd'])}   if every trial ran to max_epochs: "
         f"{usd(summary.get('cost_if_all_ran_full_usd'))}   saved: "
         + ("–" if saved is None else f"{saved:.0%}"),
@@ -83,8 +114,321 @@ def summary_lines(summary: dict[str, Any]) -> list[str]:
     return lines
 
 
+def default_console() -> Console:
+    return Console(width=None if Console().is_terminal else 160)
+
+
 def print_report(frame: pd.DataFrame, summary: dict[str, Any], console: Console | None = None) -> None:
-    console = console or Console(width=None if Console().is_terminal else 160)
+    """The cost table and totals (what ``costtune sweep`` prints at the end)."""
+    console = console or default_console()
     console.print(cost_table(frame, summary["metric"], summary["mode"]))
     for line in summary_lines(summary):
         console.print(line, highlight=False)
+
+
+# --------------------------------------------------------------------------- report
+@dataclass
+class Report:
+    """Everything ``costtune report`` shows, as data."""
+
+    run: Run
+    summary: dict[str, Any]
+    trials: pd.DataFrame
+    spend_by_stop_reason: dict[str, float]
+    spend_by_band: dict[str, float]
+    elbow: Elbow | None
+    zones: list[EpochPoint] = field(default_factory=list)
+    curves: dict[str, list[EpochPoint]] = field(default_factory=dict)
+
+
+def epoch_bands(run: Run) -> list[int]:
+    """Rung boundaries of the run's scheduler (bracket 0), then max_epochs."""
+    c = run.config
+    if c.scheduler.type == "cost_aware_hyperband":
+        return [*rung_epochs(c.scheduler.grace_epochs, c.scheduler.eta, c.max_epochs), c.max_epochs]
+    return [c.max_epochs]
+
+
+def build_report(run: Run, min_roi: float | None = None, window: int = 3) -> Report:
+    ledger = run.ledger
+    summary = ledger.summary()
+    curves = {r.trial_id: curve(ledger, r, window, min_roi) for r in ledger.trials.values()}
+    best_id = summary.get("best_trial_id")
+    best_elbow = elbow(ledger, ledger.trials[best_id], window, min_roi) if best_id else None
+    zones = zone_summary(curves[best_id]) if best_id else []
+    return Report(
+        run=run,
+        summary=summary,
+        trials=ledger.to_frame(),
+        spend_by_stop_reason=spend_by_stop_reason(ledger),
+        spend_by_band=spend_by_band(ledger, epoch_bands(run)),
+        elbow=best_elbow,
+        zones=zones,
+        curves=curves,
+    )
+
+
+def report_lines(report: Report) -> list[str]:
+    """Where the money went, in a few lines of prose."""
+    metric = report.summary["metric"]
+    total = report.summary["total_cost_usd"] or 0.0
+
+    def share(v: float) -> str:
+        return f"{usd(v)} ({v / total:.0%})" if total > 0 else usd(v)
+
+    lines = [
+        "spend by stop reason: "
+        + ", ".join(f"{k} {share(v)}" for k, v in sorted(report.spend_by_stop_reason.items())),
+        "spend by epoch band: "
+        + ", ".join(f"epochs {k} {share(v)}" for k, v in report.spend_by_band.items()),
+    ]
+    e = report.elbow
+    if e is not None:
+        lines.append(
+            f"elbow of the best trial ({e.trial_id}): epoch {e.epoch}, {metric} {_fmt(e.metric)}, "
+            f"{usd(e.usd)}; the epochs after it cost {usd(e.usd_after)} "
+            f"(marginal ROI below {_fmt(e.min_roi, 3)} per $)"
+        )
+    if report.zones:
+        lines.append(
+            "zones: "
+            + "; ".join(
+                f"epoch {p.epoch}: {metric} {_fmt(p.best_so_far)}, {usd(p.usd)} — {p.zone}"
+                for p in report.zones
+            )
+        )
+    return lines
+
+
+def report_json(report: Report) -> dict[str, Any]:
+    e = report.elbow
+    return {
+        "summary": report.summary,
+        "spend_by_stop_reason": report.spend_by_stop_reason,
+        "spend_by_epoch_band": report.spend_by_band,
+        "elbow": None
+        if e is None
+        else {
+            "trial_id": e.trial_id,
+            "epoch": e.epoch,
+            "metric": e.metric,
+            "usd": e.usd,
+            "usd_after": e.usd_after,
+            "min_roi": e.min_roi,
+        },
+        "zones": [
+            {"epoch": p.epoch, "best_so_far": p.best_so_far, "usd": p.usd, "zone": p.zone}
+            for p in report.zones
+        ],
+        "trials": json.loads(report.trials.to_json(orient="records")),
+    }
+
+
+def markdown_table(frame: pd.DataFrame) -> str:
+    """A GitHub-flavoured markdown table (no optional dependency)."""
+    if frame.empty:
+        return "_no trials_\n"
+    cols = list(frame.columns)
+    out = ["| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
+    for _, row in frame.iterrows():
+        out.append(
+            "| " + " | ".join(_fmt(row[c]) if isinstance(row[c], float) else str(row[c]) for c in cols) + " |"
+        )
+    return "\n".join(out) + "\n"
+
+
+def report_markdown(report: Report, by: str = "metric") -> str:
+    s = report.summary
+    parts = [f"# costtune report: {report.run.name}", ""]
+    parts += [f"- {line}" for line in summary_lines(s) + report_lines(report)]
+    parts += ["", "## Trials", ""]
+    frame = sort_trials(report.trials, s["metric"], s["mode"], by)
+    parts.append(markdown_table(frame))
+    return "\n".join(parts)
+
+
+def print_full_report(report: Report, console: Console | None = None, by: str = "metric") -> None:
+    console = console or default_console()
+    s = report.summary
+    console.print(cost_table(report.trials, s["metric"], s["mode"], by=by))
+    for line in summary_lines(s) + report_lines(report):
+        console.print(line, highlight=False)
+
+
+# ---------------------------------------------------------------------------- plots
+def plots(report: Report) -> dict[str, bytes]:
+    """PNG figures: metric vs dollars per trial, spend over time, Pareto front, ROI per trial."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    metric = report.summary["metric"]
+    mode = report.summary["mode"]
+    out: dict[str, bytes] = {}
+
+    fig, ax = plt.subplots(figsize=(8, 4.5))
+    for points in report.curves.values():
+        if not points:
+            continue
+        (line,) = ax.plot([p.usd for p in points], [p.metric for p in points], lw=1, alpha=0.8)
+        ax.plot(points[-1].usd, points[-1].metric, "x", color=line.get_color())
+    if report.elbow is not None:
+        ax.axvline(report.elbow.usd, color="k", ls="--", lw=0.8, label=f"elbow (epoch {report.elbow.epoch})")
+        ax.legend()
+    ax.set_xlabel("cumulative dollars of the trial")
+    ax.set_ylabel(metric)
+    ax.set_title(f"{metric} versus dollars per trial (x = where it stopped)")
+    out["metric_vs_dollars"] = _png(fig)
+
+    fig, ax = plt.subplots(figsize=(8, 4.5))
+    timeline = report.run.ledger.timeline
+    start = timeline[0][4] if timeline and not math.isnan(timeline[0][4]) else 0.0
+    per_trial: dict[str, tuple[list[float], list[float]]] = {}
+    total_x: list[float] = []
+    total_y: list[float] = []
+    for i, (trial_id, _epoch, usd_delta, _metric, at) in enumerate(timeline):
+        x = (at - start) if not math.isnan(at) else float(i)
+        xs, ys = per_trial.setdefault(trial_id, ([], []))
+        xs.append(x)
+        ys.append((ys[-1] if ys else 0.0) + usd_delta)
+        total_x.append(x)
+        total_y.append((total_y[-1] if total_y else 0.0) + usd_delta)
+    for xs, ys in per_trial.values():
+        ax.plot(xs, ys, lw=0.8, alpha=0.7)
+    ax.plot(total_x, total_y, color="k", lw=1.5, label="whole sweep")
+    ax.legend()
+    ax.set_xlabel("seconds since the first report")
+    ax.set_ylabel("cumulative dollars")
+    ax.set_title("Spend over time, per trial and in total")
+    out["spend_over_time"] = _png(fig)
+
+    fig, ax = plt.subplots(figsize=(8, 4.5))
+    frame = report.trials.dropna(subset=[f"best_{metric}"])
+    if not frame.empty:
+        ax.scatter(frame["cost_usd"], frame[f"best_{metric}"], s=14, alpha=0.7, label="trials")
+        front = _pareto_front(frame["cost_usd"].tolist(), frame[f"best_{metric}"].tolist(), mode)
+        ax.step(
+            [c for c, _ in front], [m for _, m in front], where="post", color="tab:red", label="Pareto front"
+        )
+        ax.legend()
+    ax.set_xlabel("trial cost (dollars)")
+    ax.set_ylabel(f"best {metric}")
+    ax.set_title("Best metric versus cost")
+    out["pareto"] = _png(fig)
+
+    fig, ax = plt.subplots(figsize=(8, 4.5))
+    roi_frame = report.trials.dropna(subset=["roi"]).sort_values("roi", ascending=False)
+    ax.bar(range(len(roi_frame)), roi_frame["roi"], color="tab:green")
+    ax.set_xticks(range(len(roi_frame)), roi_frame["trial_id"], rotation=90, fontsize=6)
+    ax.set_ylabel("ROI (value per dollar)")
+    ax.set_title("ROI per trial")
+    out["roi"] = _png(fig)
+    plt.close("all")
+    return out
+
+
+def _pareto_front(costs: list[float], metrics: list[float], mode: str) -> list[tuple[float, float]]:
+    best = math.inf
+    front = []
+    for c, m in sorted(zip(costs, metrics, strict=True)):
+        loss = m if mode == "min" else -m
+        if loss < best:
+            best = loss
+            front.append((c, m))
+    return front
+
+
+def _png(fig: Any) -> bytes:
+    buffer = io.BytesIO()
+    fig.tight_layout()
+    fig.savefig(buffer, format="png", dpi=100)
+    return buffer.getvalue()
+
+
+def report_html(report: Report, by: str = "metric") -> str:
+    """A self-contained HTML page: prose, the trial table and the plots as data: URIs."""
+    s = report.summary
+    images = "".join(
+        f'<figure><img alt="{name}" src="data:image/png;base64,{base64.b64encode(png).decode()}"/></figure>'
+        for name, png in plots(report).items()
+    )
+    items = "".join(f"<li>{html.escape(line)}</li>" for line in summary_lines(s) + report_lines(report))
+    table = sort_trials(report.trials, s["metric"], s["mode"], by).to_html(
+        index=False, float_format=lambda v: f"{v:.4g}", na_rep="–", border=0
+    )
+    return (
+        "<!doctype html><html><head><meta charset='utf-8'>"
+        f"<title>costtune report: {html.escape(report.run.name)}</title>"
+        "<style>body{font-family:sans-serif;margin:2em;max-width:1100px}"
+        "table{border-collapse:collapse;font-size:12px}td,th{padding:2px 6px;border-bottom:1px solid #ddd}"
+        "img{max-width:100%}</style></head><body>"
+        f"<h1>costtune report: {html.escape(report.run.name)}</h1><ul>{items}</ul>"
+        f"{images}<h2>Trials</h2>{table}</body></html>"
+    )
+
+
+# -------------------------------------------------------------------------- compare
+def compare_runs(runs: list[Run], target: float | None = None) -> pd.DataFrame:
+    """Side by side: dollars, GPU-hours, best metric, dollars to reach ``target``, ratios.
+
+    ``target`` defaults to the worse run's best metric, so every run reaches it.
+    """
+    if not runs:
+        return pd.DataFrame()
+    metrics = {r.config.metric for r in runs}
+    modes = {r.config.mode for r in runs}
+    if len(metrics) > 1 or len(modes) > 1:
+        from costtune.errors import ConfigError
+
+        raise ConfigError(
+            f"compare: runs optimise different metrics {sorted(metrics)} / modes {sorted(modes)}"
+        )
+    mode = modes.pop()
+    summaries = [r.ledger.summary() for r in runs]
+    bests = [s["best_metric"] for s in summaries if s["best_metric"] is not None]
+    if target is None and bests:
+        target = max(bests) if mode == "min" else min(bests)
+    rows = []
+    for run, s in zip(runs, summaries, strict=True):
+        rows.append(
+            {
+                "run": run.name,
+                "scheduler": run.config.scheduler.type,
+                "searcher": run.config.searcher.type,
+                "trials": s["trials"],
+                "epochs": s["epochs"],
+                "total_cost_usd": s["total_cost_usd"],
+                "gpu_hours": s["total_gpu_hours"],
+                "device_hours": s["total_device_hours"],
+                f"best_{run.config.metric}": s["best_metric"],
+                "target": target,
+                "cost_to_target_usd": None if target is None else cost_to_target(run.ledger, target),
+            }
+        )
+    frame = pd.DataFrame(rows)
+    base = frame["total_cost_usd"].iloc[0]
+    frame["cost_ratio"] = frame["total_cost_usd"] / base if base > 0 else math.nan
+    first_to_target = frame["cost_to_target_usd"].iloc[0]
+    frame["cost_to_target_ratio"] = [
+        (v / first_to_target) if v is not None and first_to_target else math.nan
+        for v in frame["cost_to_target_usd"]
+    ]
+    return frame
+
+
+def compare_table(frame: pd.DataFrame) -> Table:
+    table = Table(title="Sweeps side by side (ratios against the first)")
+    table.add_column("")
+    for name in frame["run"]:
+        table.add_column(str(name), justify="right")
+    for column in frame.columns:
+        if column == "run":
+            continue
+        values = frame[column].tolist()
+        cells = [
+            usd(v) if column.endswith("usd") and v is not None else _fmt(v if v is not None else math.nan)
+            for v in values
+        ]
+        table.add_row(column, *cells)
+    return table

@@ -171,6 +171,7 @@ def _ensure_ray(address: str | None, config: SweepConfig) -> None:
         return
     os.environ.setdefault("RAY_AUTH_MODE", "disabled")
     os.environ.setdefault("RAY_DEDUP_LOGS", "0")
+    os.environ.setdefault("RAY_AIR_NEW_OUTPUT", "0")  # the legacy reporter honours verbose=0
     # A checkpoint every epoch with num_to_keep forces frequent experiment snapshots; the
     # snapshots are what lets a killed sweep resume, so keep them and skip the warning.
     os.environ.setdefault("TUNE_WARN_EXCESSIVE_EXPERIMENT_CHECKPOINT_SYNC_THRESHOLD_S", "0")

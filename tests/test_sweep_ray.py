@@ -16,30 +16,9 @@ from costtune.errors import ConfigError
 from costtune.ledger import LEDGER_FILE
 from costtune.policy import AsyncHyperband, Decision
 from costtune.sweep import run_sweep
+from tests.conftest import SMALL
 
 pytestmark = pytest.mark.ray
-
-SMALL = {
-    "name": "small",
-    "trainable": {"name": "amp", "args": {"model": "mlp", "width": 32, "depth": 1}},
-    "max_epochs": 9,
-    "num_samples": 6,
-    "max_concurrent_trials": 2,
-    "seed": 1,
-    "search_space": {
-        "lr": {"type": "loguniform", "low": 1e-4, "high": 3e-2},
-        "batch_size": {"type": "choice", "values": [64, 128]},
-    },
-    "searcher": {"type": "optuna", "n_startup_trials": 3},
-    "scheduler": {"grace_epochs": 1, "eta": 3, "brackets": 1},
-    "cost": {"prices": {"cpu": 0.5}},
-}
-
-
-@pytest.fixture(scope="module")
-def small_run(ray_session, tmp_path_factory):
-    out = tmp_path_factory.mktemp("sweep") / "run"
-    return run_sweep(parse_config(SMALL), out)
 
 
 def test_sweep_writes_metered_tables(small_run) -> None:
