@@ -8,7 +8,7 @@ from __future__ import annotations
 import json
 import sys
 from pathlib import Path
-from typing import NoReturn
+from typing import Any, NoReturn
 
 import click
 
@@ -52,8 +52,18 @@ def main() -> None:
     help="Ray cluster to run on (e.g. 'auto'); default: a local Ray instance.",
 )
 @click.option("--no-progress", is_flag=True, help="Do not draw the live progress table.")
+@click.option(
+    "--approved",
+    is_flag=True,
+    help="Run even if the budget gate fails (grid search, or over the limits without an approval block).",
+)
 def sweep(
-    config: Path, output: Path | None, seed: int | None, address: str | None, no_progress: bool
+    config: Path,
+    output: Path | None,
+    seed: int | None,
+    address: str | None,
+    no_progress: bool,
+    approved: bool,
 ) -> None:
     """Run the sweep described by CONFIG (YAML) and print its cost table.
 
@@ -70,7 +80,9 @@ def sweep(
     from costtune.sweep import run_sweep
 
     try:
-        result = run_sweep(cfg, output, seed=seed, progress=not no_progress, ray_address=address)
+        result = run_sweep(
+            cfg, output, seed=seed, progress=not no_progress, ray_address=address, approved=approved
+        )
     except ConfigError as exc:
         _fail(str(exc), EXIT_USAGE)
     except CosttuneError as exc:
@@ -167,6 +179,125 @@ def compare(run_dirs: tuple[Path, ...], target: float | None, fmt: str) -> None:
         click.echo(frame.to_json(orient="records", indent=2))
     else:
         rp.default_console().print(rp.compare_table(frame))
+
+
+def _estimate_for(cfg: Any, calibrate: bool, calibrate_trials: int) -> Any:
+    from costtune.estimate import estimate as make_estimate
+
+    if calibrate:
+        from costtune.sweep import calibrate_epoch_seconds
+
+        click.echo(f"calibrating: {calibrate_trials} short trials on this machine ...", err=True)
+        measured = calibrate_epoch_seconds(cfg, trials=calibrate_trials)
+        return make_estimate(
+            cfg,
+            measured.mean_seconds,
+            source=f"mean of {measured.samples} epochs timed on this machine",
+            worst_epoch_seconds=measured.max_seconds,
+            startup_seconds=measured.startup_seconds,
+        )
+    return make_estimate(cfg, source="cost.epoch_seconds")
+
+
+def _print_estimate(est: Any) -> None:
+    from costtune.report import usd
+
+    click.echo("assumptions: " + "; ".join(est.assumptions))
+    click.echo(f"{'':10}{'epochs':>12}{'device-h':>12}{'cost':>14}")
+    click.echo(
+        f"{'expected':10}{est.expected_epochs:>12,.0f}{est.expected_device_hours:>12,.4g}{usd(est.expected_cost_usd):>14}"
+    )
+    click.echo(
+        f"{'worst':10}{est.worst_epochs:>12,.0f}{est.worst_device_hours:>12,.4g}{usd(est.worst_cost_usd):>14}"
+    )
+    click.echo(f"worst single trial: {est.worst_trial_hours:,.3g} h, {usd(est.worst_trial_cost_usd)}")
+
+
+@main.command()
+@click.argument("config", type=click.Path(path_type=Path))
+@click.option(
+    "--calibrate", is_flag=True, help="Time real epochs on this machine instead of cost.epoch_seconds."
+)
+@click.option("--calibrate-trials", type=click.IntRange(1, 64), default=4, show_default=True)
+@click.option("--json", "as_json", is_flag=True, help="Print the estimate as JSON.")
+def estimate(config: Path, calibrate: bool, calibrate_trials: int, as_json: bool) -> None:
+    """Worst-case and expected cost of CONFIG's sweep, before it runs.
+
+    From the scheduler's geometry (Hyperband rungs and brackets), the number of trials,
+    max_epochs, devices per trial, price, and seconds per epoch (cost.epoch_seconds, or
+    measured with --calibrate). Prints its assumptions.
+    """
+    from costtune.config import load_config
+
+    try:
+        cfg = load_config(config)
+        est = _estimate_for(cfg, calibrate, calibrate_trials)
+    except ConfigError as exc:
+        _fail(str(exc), EXIT_USAGE)
+    if as_json:
+        click.echo(json.dumps(est.to_dict(), indent=2))
+    else:
+        _print_estimate(est)
+
+
+@main.command()
+@click.argument("config", type=click.Path(path_type=Path))
+@click.option(
+    "--max-cost-usd",
+    type=click.FloatRange(min=0, min_open=True),
+    default=None,
+    help="Per-trial dollar limit [default: budget.max_cost_usd_per_trial, $300].",
+)
+@click.option(
+    "--max-hours",
+    type=click.FloatRange(min=0, min_open=True),
+    default=None,
+    help="Per-trial hour limit [default: budget.max_hours_per_trial, 48].",
+)
+@click.option(
+    "--max-sweep-cost-usd",
+    type=click.FloatRange(min=0, min_open=True),
+    default=None,
+    help="Whole-sweep dollar limit [default: budget.max_cost_usd, none].",
+)
+@click.option(
+    "--calibrate", is_flag=True, help="Time real epochs on this machine instead of cost.epoch_seconds."
+)
+@click.option("--calibrate-trials", type=click.IntRange(1, 64), default=4, show_default=True)
+@click.option("--json", "as_json", is_flag=True, help="Print the verdict as JSON.")
+def gate(
+    config: Path,
+    max_cost_usd: float | None,
+    max_hours: float | None,
+    max_sweep_cost_usd: float | None,
+    calibrate: bool,
+    calibrate_trials: int,
+    as_json: bool,
+) -> None:
+    """CI budget gate: exit 0 within limits (or approved), 1 over them, 2 invalid config.
+
+    Grid search, and any sweep whose worst case exceeds the limits, must carry an
+    approval: block (justification, estimated_resources, stop_conditions, approver).
+    """
+    from costtune.config import load_config
+    from costtune.gate import check
+
+    try:
+        cfg = load_config(config)
+        est = _estimate_for(cfg, calibrate, calibrate_trials)
+    except ConfigError as exc:
+        _fail(str(exc), EXIT_USAGE)
+    result = check(cfg, est, max_cost_usd, max_hours, max_sweep_cost_usd)
+    if as_json:
+        click.echo(json.dumps({**result.to_dict(), "estimate": est.to_dict()}, indent=2))
+    else:
+        _print_estimate(est)
+        for reason in result.over_limits:
+            click.echo(f"over: {reason}")
+        for note in result.notes:
+            click.echo(f"note: {note}")
+        click.echo("gate: PASS" if result.passed else "gate: FAIL")
+    sys.exit(0 if result.passed else EXIT_FAILED)
 
 
 def _fail(message: str, code: int) -> NoReturn:

@@ -85,6 +85,15 @@ class CostConfig(_Strict):
     business_value_usd: float = Field(1.0, ge=0, allow_inf_nan=False)
     baseline_metric: float | None = Field(None, allow_inf_nan=False)
     time_field: str = "time_total_s"
+    epoch_seconds: float | None = Field(
+        None, gt=0, allow_inf_nan=False, description="seconds per epoch, for the pre-run estimate"
+    )
+    startup_seconds: float = Field(
+        0.0,
+        ge=0,
+        allow_inf_nan=False,
+        description="metered seconds a fresh worker spends before its first epoch",
+    )
 
     def cost_model(self) -> CostModel:
         return CostModel(accelerator=self.accelerator, prices=self.prices)
@@ -93,6 +102,23 @@ class CostConfig(_Strict):
 class ResourcesConfig(_Strict):
     cpus: float = Field(1.0, gt=0, allow_inf_nan=False)
     gpus: float = Field(0.0, ge=0, allow_inf_nan=False)
+
+
+class BudgetConfig(_Strict):
+    """Spending limits. Per-trial defaults follow our policy: 48 hours and $300 per task."""
+
+    max_cost_usd: float | None = Field(None, gt=0, allow_inf_nan=False, description="whole sweep")
+    max_cost_usd_per_trial: float = Field(300.0, gt=0, allow_inf_nan=False)
+    max_hours_per_trial: float = Field(48.0, gt=0, allow_inf_nan=False)
+
+
+class ApprovalConfig(_Strict):
+    """What a grid search, or a sweep over the limits, must state before it may run."""
+
+    justification: str = Field(min_length=3, description="why this many samples")
+    estimated_resources: str = Field(min_length=1)
+    stop_conditions: str = Field(min_length=1)
+    approver: str = Field(min_length=1)
 
 
 class SweepConfig(_Strict):
@@ -111,6 +137,8 @@ class SweepConfig(_Strict):
     scheduler: SchedulerConfig = SchedulerConfig()
     cost: CostConfig = CostConfig()
     resources: ResourcesConfig = ResourcesConfig()
+    budget: BudgetConfig = BudgetConfig()
+    approval: ApprovalConfig | None = None
 
     @model_validator(mode="after")
     def _consistent(self) -> SweepConfig:
@@ -123,12 +151,26 @@ class SweepConfig(_Strict):
         if clash:
             raise ValueError(f"search_space.{clash[0]}: also fixed in trainable.args; keep one")
         if self.searcher.type == "grid":
-            raise ValueError(
-                "searcher.type: grid search is only available through the budget gate "
-                "(`costtune gate`, not in this release); use optuna, hyperopt or random"
-            )
+            for name, spec in self.search_space.items():
+                if spec.type != "choice":
+                    raise ValueError(
+                        f"search_space.{name}: grid search needs type 'choice' (a list of values), "
+                        f"got {spec.type}"
+                    )
         self.cost.cost_model()  # prices and accelerator are checked here, naming the field
         return self
+
+
+def grid_size(config: SweepConfig) -> int:
+    """Trials a grid search runs: the product of the value lists, times num_samples."""
+    size = config.num_samples
+    for spec in config.search_space.values():
+        size *= len(spec.values or [])
+    return size
+
+
+def planned_trials(config: SweepConfig) -> int:
+    return grid_size(config) if config.searcher.type == "grid" else config.num_samples
 
 
 def load_config(path: str | Path, overrides: dict[str, Any] | None = None) -> SweepConfig:

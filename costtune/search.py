@@ -27,7 +27,10 @@ def to_tune_domain(spec: ParamSpec) -> Any:
     return tune.lograndint(int(low), int(high) + 1)
 
 
-def build_search_space(space: Mapping[str, ParamSpec]) -> dict[str, Any]:
+def build_search_space(space: Mapping[str, ParamSpec], grid: bool = False) -> dict[str, Any]:
+    """Tune domains; with ``grid``, every (choice) parameter becomes ``tune.grid_search``."""
+    if grid:
+        return {name: tune.grid_search(list(spec.values or [])) for name, spec in space.items()}
     return {name: to_tune_domain(spec) for name, spec in space.items()}
 
 
@@ -51,7 +54,7 @@ def make_searcher(config: SearcherConfig, metric: str, mode: str, seed: int) -> 
             random_state_seed=seed,
             n_initial_points=config.n_startup_trials or 20,
         )
-    if config.type == "random":
+    if config.type in ("random", "grid"):
         from ray.tune.search import BasicVariantGenerator
 
         return BasicVariantGenerator(random_state=seed)

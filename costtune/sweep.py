@@ -6,6 +6,7 @@
 from __future__ import annotations
 
 import importlib
+import itertools
 import os
 import time
 from collections.abc import Callable
@@ -17,7 +18,9 @@ import pandas as pd
 import yaml
 
 from costtune.config import SweepConfig, load_config
-from costtune.errors import ConfigError
+from costtune.errors import ConfigError, CosttuneError
+from costtune.estimate import estimate
+from costtune.gate import GateFailed, GateResult, check
 from costtune.ledger import LEDGER_FILE, Ledger
 from costtune.run import ledger_spec
 from costtune.trainables import BUILTIN_TRAINABLES
@@ -62,6 +65,7 @@ def run_sweep(
     seed: int | None = None,
     progress: bool = False,
     ray_address: str | None = None,
+    approved: bool = False,
 ) -> SweepResult:
     """Run a cost-metered sweep and write its ledger, ``trials.csv/.parquet`` and ``summary.json``.
 
@@ -71,11 +75,18 @@ def run_sweep(
         seed: overrides ``config.seed`` (searcher and trainables).
         progress: show a live table in the terminal while trials run.
         ray_address: connect to this Ray cluster instead of starting a local instance.
+        approved: run even when the budget gate fails (a person signed off elsewhere).
+
+    Raises:
+        GateFailed: the sweep is over its limits (or a grid search) with no approval.
     """
     if not isinstance(config, SweepConfig):
         config = load_config(config)
     if seed is not None:
         config = config.model_copy(update={"seed": seed})
+    gate_result = pre_run_gate(config)
+    if not gate_result.passed and not approved:
+        raise GateFailed(f"budget gate: {gate_result.message()} (or run with --approved)")
     trainable = resolve_trainable(config.trainable.name)
     out = Path(output) if output is not None else default_output_dir(config)
     out = out.resolve()
@@ -89,6 +100,10 @@ def run_sweep(
     from costtune.schedulers import CostAwareHyperBand, LedgerCallback
     from costtune.search import build_search_space, make_searcher
 
+    os.environ.setdefault("RAY_AIR_NEW_OUTPUT", "0")  # the legacy reporter honours verbose=0
+    # A checkpoint every epoch with num_to_keep forces frequent experiment snapshots; the
+    # snapshots are what lets a killed sweep resume, so keep them and skip the warning.
+    os.environ.setdefault("TUNE_WARN_EXCESSIVE_EXPERIMENT_CHECKPOINT_SYNC_THRESHOLD_S", "0")
     _ensure_ray(ray_address, config)
     cost_model = config.cost.cost_model()
     ledger = Ledger(ledger_spec(config), out)
@@ -128,7 +143,7 @@ def run_sweep(
         "max_epochs": config.max_epochs,
         "seed": config.seed,
         "threads": max(1, int(config.resources.cpus)),
-        **build_search_space(config.search_space),
+        **build_search_space(config.search_space, grid=config.searcher.type == "grid"),
     }
     resources = {"cpu": config.resources.cpus, "gpu": config.resources.gpus}
     tuner = tune.Tuner(
@@ -160,6 +175,57 @@ def run_sweep(
     return SweepResult(output_dir=out, ledger=ledger, summary=summary, wall_seconds=wall)
 
 
+def pre_run_gate(config: SweepConfig) -> GateResult:
+    """The gate every sweep passes first; without an epoch time only the structural rules apply."""
+    known = estimate(config) if config.cost.epoch_seconds is not None else None
+    return check(config, known)
+
+
+@dataclass(frozen=True)
+class Calibration:
+    """Epoch times measured on this machine: the steady-state mean, the slowest steady epoch
+    (for the worst case), and the start-up a fresh worker pays before its first epoch."""
+
+    mean_seconds: float
+    max_seconds: float
+    startup_seconds: float
+    samples: int
+
+
+def calibrate_epoch_seconds(config: SweepConfig, trials: int = 4, epochs: int = 3) -> Calibration:
+    """Seconds per epoch measured on this machine: a short real sweep of ``trials`` trials.
+
+    The first configurations the sweep's own searcher would try run ``epochs`` epochs each
+    without early stopping; the steady-state epoch time (epochs after the first, which pays
+    for process and library warm-up) is averaged over them.
+    """
+    import tempfile
+
+    epochs = max(1, min(epochs, config.max_epochs))
+    probe = config.model_copy(
+        update={
+            "name": f"{config.name}-calibrate",
+            "num_samples": 1 if config.searcher.type == "grid" else trials,
+            "max_epochs": epochs,
+            "scheduler": config.scheduler.model_copy(update={"type": "fifo"}),
+            "approval": None,
+        }
+    )
+    with tempfile.TemporaryDirectory(prefix="costtune-calibrate-") as tmp:
+        result = run_sweep(probe, Path(tmp) / "run", approved=True)
+        steps: list[float] = []
+        firsts: list[float] = []
+        for record in result.ledger.trials.values():
+            seconds = [0.0, *(s for _, s, _ in record.history)]
+            diffs = [b - a for a, b in itertools.pairwise(seconds)]
+            firsts.extend(diffs[:1])
+            steps.extend(diffs[1:] if len(diffs) > 1 else diffs)
+    if not steps:
+        raise CosttuneError("calibration: the probe trials reported no epochs")
+    mean = sum(steps) / len(steps)
+    return Calibration(mean, max(steps), max(0.0, max(firsts) - mean), len(steps))
+
+
 def _no_reason(_trial_id: str) -> None:
     return None
 
@@ -171,10 +237,6 @@ def _ensure_ray(address: str | None, config: SweepConfig) -> None:
         return
     os.environ.setdefault("RAY_AUTH_MODE", "disabled")
     os.environ.setdefault("RAY_DEDUP_LOGS", "0")
-    os.environ.setdefault("RAY_AIR_NEW_OUTPUT", "0")  # the legacy reporter honours verbose=0
-    # A checkpoint every epoch with num_to_keep forces frequent experiment snapshots; the
-    # snapshots are what lets a killed sweep resume, so keep them and skip the warning.
-    os.environ.setdefault("TUNE_WARN_EXCESSIVE_EXPERIMENT_CHECKPOINT_SYNC_THRESHOLD_S", "0")
     if address is not None:
         ray.init(address=address, logging_level="WARNING", log_to_driver=False)
     else:

@@ -166,3 +166,46 @@ def test_a_users_own_module_function_trainable(ray_session, tmp_path) -> None:
     assert set(frame["stop_reason"]) == {"completed"}
     best = frame.loc[frame["best_loss"].idxmin()]
     assert best["best_loss"] == pytest.approx((best["hp.x"] - 0.3) ** 2 + 1 / 3)
+
+
+def test_approved_grid_search_runs_every_grid_point(ray_session, tmp_path) -> None:
+    config = {
+        **SMALL,
+        "name": "grid",
+        "max_epochs": 2,
+        "num_samples": 1,
+        "searcher": {"type": "grid"},
+        "scheduler": {"type": "fifo"},
+        "search_space": {
+            "lr": {"type": "choice", "values": [1e-3, 1e-2]},
+            "batch_size": {"type": "choice", "values": [64, 128]},
+        },
+        "approval": {
+            "justification": "four points to compare with the TPE run",
+            "estimated_resources": "4 CPU trials",
+            "stop_conditions": "2 epochs",
+            "approver": "tests",
+        },
+    }
+    result = run_sweep(parse_config(config), tmp_path / "run")
+    pairs = sorted(zip(result.trials["hp.lr"], result.trials["hp.batch_size"], strict=True))
+    assert pairs == [(1e-3, 64), (1e-3, 128), (1e-2, 64), (1e-2, 128)]
+
+
+def test_calibrated_worst_case_is_never_below_the_metered_cost(small_run) -> None:
+    from costtune.estimate import estimate
+    from costtune.sweep import calibrate_epoch_seconds
+
+    config = parse_config(SMALL)
+    measured = calibrate_epoch_seconds(config, trials=2, epochs=3)
+    est = estimate(
+        config,
+        measured.mean_seconds,
+        worst_epoch_seconds=measured.max_seconds,
+        startup_seconds=measured.startup_seconds,
+    )
+    metered = small_run.summary["total_cost_usd"]
+    assert est.worst_cost_usd >= metered
+    print(
+        f"expected/metered = {est.expected_cost_usd / metered:.2f}, worst/metered = {est.worst_cost_usd / metered:.2f}"
+    )
