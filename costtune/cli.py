@@ -5,6 +5,7 @@ Exit codes: 0 success, 1 a sweep ran but failed, 2 invalid input (nothing was st
 
 from __future__ import annotations
 
+import contextlib
 import json
 import sys
 from pathlib import Path
@@ -298,6 +299,79 @@ def gate(
             click.echo(f"note: {note}")
         click.echo("gate: PASS" if result.passed else "gate: FAIL")
     sys.exit(0 if result.passed else EXIT_FAILED)
+
+
+@main.command("watch-idle")
+@click.option(
+    "--util-below",
+    type=click.FloatRange(0, 100, min_open=True),
+    default=1.0,
+    show_default=True,
+    help="A GPU counts as idle below this utilisation (%).",
+)
+@click.option(
+    "--idle-minutes",
+    type=click.FloatRange(min=0, min_open=True),
+    default=120.0,
+    show_default=True,
+    help="Act on a process whose GPUs stayed idle this long.",
+)
+@click.option(
+    "--action",
+    type=click.Choice(["report", "pause", "stop"]),
+    default="report",
+    show_default=True,
+    help="report: log only; pause: SIGSTOP the process; stop: SIGTERM it.",
+)
+@click.option("--dry-run", is_flag=True, help="Log what would be done; send no signal.")
+@click.option(
+    "--interval",
+    type=click.FloatRange(min=0),
+    default=30.0,
+    show_default=True,
+    help="Seconds between readings.",
+)
+@click.option("--iterations", type=click.IntRange(min=1), default=None, help="Stop after this many readings.")
+@click.option(
+    "--trace",
+    type=click.Path(path_type=Path),
+    default=None,
+    help="Replay a recorded utilisation trace (JSON lines) instead of reading NVML.",
+)
+def watch_idle(
+    util_below: float,
+    idle_minutes: float,
+    action: str,
+    dry_run: bool,
+    interval: float,
+    iterations: int | None,
+    trace: Path | None,
+) -> None:
+    """Reclaim idle GPUs: watch per-process GPU use, and report, pause or stop idle holders.
+
+    Every action is logged as one JSON line on stdout.
+    """
+    from costtune.idle import GpuSampler, IdleTracker, IdleWatcher, NvmlSampler, NvmlUnavailable, TraceSampler
+
+    try:
+        if trace is not None:
+            replay = TraceSampler.from_file(trace)
+            if iterations is None:  # a replay runs through its trace, without waiting
+                iterations, interval = len(replay.snapshots), 0.0
+            sampler: GpuSampler = replay
+        else:
+            sampler = NvmlSampler()
+    except (NvmlUnavailable, ConfigError) as exc:
+        _fail(str(exc), EXIT_USAGE)
+    watcher = IdleWatcher(
+        sampler,
+        IdleTracker(util_below, idle_minutes * 60),
+        action=action,
+        dry_run=dry_run,
+        log=lambda event: click.echo(json.dumps(event)),
+    )
+    with contextlib.suppress(KeyboardInterrupt):
+        watcher.run(interval, iterations)
 
 
 def _fail(message: str, code: int) -> NoReturn:

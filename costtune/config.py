@@ -112,6 +112,17 @@ class BudgetConfig(_Strict):
     max_hours_per_trial: float = Field(48.0, gt=0, allow_inf_nan=False)
 
 
+class IdleConfig(_Strict):
+    """End GPU trials whose GPUs stay below ``util_below_pct`` for ``idle_minutes``.
+
+    ``enabled: auto`` watches whenever trials hold GPUs and NVML is available.
+    """
+
+    enabled: bool | Literal["auto"] = "auto"
+    util_below_pct: float = Field(1.0, gt=0, le=100, allow_inf_nan=False)
+    idle_minutes: float = Field(120.0, gt=0, allow_inf_nan=False)
+
+
 class ApprovalConfig(_Strict):
     """What a grid search, or a sweep over the limits, must state before it may run."""
 
@@ -138,6 +149,7 @@ class SweepConfig(_Strict):
     cost: CostConfig = CostConfig()
     resources: ResourcesConfig = ResourcesConfig()
     budget: BudgetConfig = BudgetConfig()
+    idle: IdleConfig = IdleConfig()
     approval: ApprovalConfig | None = None
 
     @model_validator(mode="after")

@@ -34,7 +34,9 @@ def build_search_space(space: Mapping[str, ParamSpec], grid: bool = False) -> di
     return {name: to_tune_domain(spec) for name, spec in space.items()}
 
 
-def make_searcher(config: SearcherConfig, metric: str, mode: str, seed: int) -> Any:
+def make_searcher(
+    config: SearcherConfig, metric: str, mode: str, seed: int, max_concurrent: int | None = None
+) -> Any:
     """A seeded Ray Tune search algorithm: Optuna TPE, HyperOpt TPE or random."""
     if config.type == "optuna":
         import optuna
@@ -57,5 +59,6 @@ def make_searcher(config: SearcherConfig, metric: str, mode: str, seed: int) -> 
     if config.type in ("random", "grid"):
         from ray.tune.search import BasicVariantGenerator
 
-        return BasicVariantGenerator(random_state=seed)
+        # a SearchAlgorithm, not a Searcher: Tune ignores max_concurrent_trials for it
+        return BasicVariantGenerator(random_state=seed, max_concurrent=max_concurrent or 0)
     raise ConfigError(f"searcher.type: {config.type!r} is not available")

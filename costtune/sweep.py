@@ -8,6 +8,7 @@ from __future__ import annotations
 import importlib
 import itertools
 import os
+import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -21,6 +22,7 @@ from costtune.config import SweepConfig, load_config
 from costtune.errors import ConfigError, CosttuneError
 from costtune.estimate import estimate
 from costtune.gate import GateFailed, GateResult, check
+from costtune.idle import GpuSampler, IdleGpuStopper, NvmlSampler, NvmlUnavailable
 from costtune.ledger import LEDGER_FILE, Ledger
 from costtune.run import ledger_spec
 from costtune.trainables import BUILTIN_TRAINABLES
@@ -66,6 +68,7 @@ def run_sweep(
     progress: bool = False,
     ray_address: str | None = None,
     approved: bool = False,
+    gpu_sampler_factory: Callable[[], GpuSampler] | None = None,
 ) -> SweepResult:
     """Run a cost-metered sweep and write its ledger, ``trials.csv/.parquet`` and ``summary.json``.
 
@@ -76,6 +79,7 @@ def run_sweep(
         progress: show a live table in the terminal while trials run.
         ray_address: connect to this Ray cluster instead of starting a local instance.
         approved: run even when the budget gate fails (a person signed off elsewhere).
+        gpu_sampler_factory: where the idle-GPU stopper reads utilisation (default NVML).
 
     Raises:
         GateFailed: the sweep is over its limits (or a grid search) with no approval.
@@ -96,6 +100,7 @@ def run_sweep(
     (out / "config.yaml").write_text(yaml.safe_dump(config.model_dump(mode="json"), sort_keys=False))
 
     from ray import tune
+    from ray.tune.stopper import CombinedStopper, FunctionStopper, MaximumIterationStopper
 
     from costtune.schedulers import CostAwareHyperBand, LedgerCallback
     from costtune.search import build_search_space, make_searcher
@@ -107,6 +112,7 @@ def run_sweep(
     _ensure_ray(ray_address, config)
     cost_model = config.cost.cost_model()
     ledger = Ledger(ledger_spec(config), out)
+    idle_stopper = _idle_stopper(config, gpu_sampler_factory)
     scheduler: Any
     if config.scheduler.type == "cost_aware_hyperband":
         scheduler = CostAwareHyperBand(
@@ -118,12 +124,20 @@ def run_sweep(
             cost_model=cost_model,
             seconds_field=config.cost.time_field,
         )
-        stop_reason_of: Callable[[str], str | None] = scheduler.stop_reason
+        reasons: list[Callable[[str], str | None]] = [scheduler.stop_reason]
     else:
         from ray.tune.schedulers import FIFOScheduler
 
         scheduler = FIFOScheduler()
-        stop_reason_of = _no_reason
+        reasons = []
+    stoppers: list[Any] = [MaximumIterationStopper(config.max_epochs)]
+    if idle_stopper is not None:
+        stoppers.append(FunctionStopper(idle_stopper))
+        reasons.insert(0, idle_stopper.stop_reason)
+
+    def stop_reason_of(trial_id: str) -> str | None:
+        return next((r for r in (f(trial_id) for f in reasons) if r is not None), None)
+
     callbacks: list[Any] = [
         LedgerCallback(
             ledger,
@@ -153,9 +167,13 @@ def run_sweep(
             metric=config.metric,
             mode=config.mode,
             num_samples=config.num_samples,
-            search_alg=make_searcher(config.searcher, config.metric, config.mode, config.seed),
+            search_alg=make_searcher(
+                config.searcher, config.metric, config.mode, config.seed, config.max_concurrent_trials
+            ),
             scheduler=scheduler,
-            max_concurrent_trials=config.max_concurrent_trials,
+            max_concurrent_trials=None
+            if config.searcher.type in ("random", "grid")
+            else config.max_concurrent_trials,
             reuse_actors=True,
         ),
         run_config=tune.RunConfig(
@@ -163,7 +181,7 @@ def run_sweep(
             storage_path=str(out),
             callbacks=callbacks,
             verbose=0,
-            stop={"training_iteration": config.max_epochs},
+            stop=CombinedStopper(*stoppers),
             checkpoint_config=tune.CheckpointConfig(num_to_keep=3),
             failure_config=tune.FailureConfig(max_failures=0),
         ),
@@ -226,8 +244,20 @@ def calibrate_epoch_seconds(config: SweepConfig, trials: int = 4, epochs: int = 
     return Calibration(mean, max(steps), max(0.0, max(firsts) - mean), len(steps))
 
 
-def _no_reason(_trial_id: str) -> None:
-    return None
+def _idle_stopper(config: SweepConfig, factory: Callable[[], GpuSampler] | None) -> IdleGpuStopper | None:
+    idle = config.idle
+    if idle.enabled is False or (idle.enabled == "auto" and config.resources.gpus == 0):
+        return None
+    if factory is None:
+        try:
+            NvmlSampler().close()  # fail here, before anything starts, not inside Tune
+        except NvmlUnavailable as exc:
+            if idle.enabled is True:
+                raise ConfigError(f"idle.enabled: {exc}") from None
+            print(f"costtune: idle-GPU watchdog off: {exc}", file=sys.stderr)
+            return None
+        factory = NvmlSampler
+    return IdleGpuStopper(factory, idle.util_below_pct, idle.idle_minutes)
 
 
 def _ensure_ray(address: str | None, config: SweepConfig) -> None:

@@ -17,6 +17,7 @@ def ray_session(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
     os.environ.setdefault("TUNE_WARN_EXCESSIVE_EXPERIMENT_CHECKPOINT_SYNC_THRESHOLD_S", "0")
     ray.init(
         num_cpus=2,
+        num_gpus=1,  # a declared (not real) GPU, so GPU trials can be scheduled and billed
         include_dashboard=False,
         logging_level="WARNING",
         log_to_driver=False,

@@ -44,7 +44,7 @@ def test_defaults_are_the_documented_ones() -> None:
         ({"scheduler": {"etta": 3}}, "scheduler.etta: unknown key"),
         (
             {"searcher": {"type": "grid"}},
-            "searcher.type: grid search is only available through the budget gate",
+            "search_space.lr: grid search needs type 'choice' (a list of values), got loguniform",
         ),
         ({"searcher": {"type": "bohb"}}, "searcher.type: input should be"),
         ({"max_epochs": -3}, "max_epochs: input should be greater than or equal to 1, got -3"),

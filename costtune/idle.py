@@ -1,0 +1,312 @@
+"""Idle-GPU watchdog: reclaim GPUs that sit below 1% utilisation for hours.
+
+Everything reads GPUs through one small interface, :class:`GpuSampler`: NVML in production
+(:class:`NvmlSampler`, from the ``[gpu]`` extra), a recorded trace in tests and replays
+(:class:`TraceSampler`). The decisions (:class:`IdleTracker`) are pure: timestamps and
+utilisations in, "idle for N seconds" out.
+
+Two users: the Ray Tune stopper :class:`IdleGpuStopper` (ends a GPU trial whose GPUs stay
+idle for ``idle_minutes``; stop_reason ``idle``) and ``costtune watch-idle`` (per-process,
+for dev containers and notebooks: report, pause with SIGSTOP, or stop with SIGTERM).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import time
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, Protocol
+
+from costtune.errors import ConfigError, CosttuneError
+
+
+class NvmlUnavailable(CosttuneError):
+    """No NVIDIA driver (or no nvidia-ml-py) on this machine."""
+
+
+@dataclass(frozen=True, slots=True)
+class GpuProcess:
+    pid: int
+    used_memory_mb: float = 0.0
+
+
+@dataclass(frozen=True, slots=True)
+class GpuSample:
+    index: int
+    utilization_pct: float
+    memory_used_mb: float = 0.0
+    memory_total_mb: float = 0.0
+    power_w: float | None = None
+    processes: tuple[GpuProcess, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class GpuSnapshot:
+    """Every GPU of a machine at one moment (unix seconds)."""
+
+    time: float
+    gpus: tuple[GpuSample, ...]
+
+
+class GpuSampler(Protocol):
+    def sample(self) -> GpuSnapshot: ...
+
+
+class NvmlSampler:
+    """Reads utilisation, memory, power and compute processes per GPU through NVML."""
+
+    def __init__(self) -> None:
+        try:
+            import pynvml
+        except ImportError:
+            raise NvmlUnavailable(
+                "NVML: nvidia-ml-py is not installed (pip install 'costtune[gpu]')"
+            ) from None
+        try:
+            pynvml.nvmlInit()
+        except pynvml.NVMLError as exc:
+            raise NvmlUnavailable(f"NVML: no NVIDIA driver on this machine ({exc})") from None
+        self._nvml = pynvml
+
+    def sample(self) -> GpuSnapshot:
+        nv = self._nvml
+        gpus = []
+        for index in range(nv.nvmlDeviceGetCount()):
+            handle = nv.nvmlDeviceGetHandleByIndex(index)
+            memory = nv.nvmlDeviceGetMemoryInfo(handle)
+            try:
+                power: float | None = nv.nvmlDeviceGetPowerUsage(handle) / 1000.0
+            except nv.NVMLError:
+                power = None
+            processes = tuple(
+                GpuProcess(p.pid, (p.usedGpuMemory or 0) / 2**20)
+                for p in nv.nvmlDeviceGetComputeRunningProcesses(handle)
+            )
+            gpus.append(
+                GpuSample(
+                    index=index,
+                    utilization_pct=float(nv.nvmlDeviceGetUtilizationRates(handle).gpu),
+                    memory_used_mb=memory.used / 2**20,
+                    memory_total_mb=memory.total / 2**20,
+                    power_w=power,
+                    processes=processes,
+                )
+            )
+        return GpuSnapshot(time.time(), tuple(gpus))
+
+    def close(self) -> None:
+        self._nvml.nvmlShutdown()
+
+
+class TraceSampler:
+    """Replays a recorded trace, one snapshot per call (the last one repeats).
+
+    A trace is JSON lines: ``{"time": 0, "gpus": [{"index": 0, "utilization_pct": 0.0,
+    "processes": [{"pid": 123}]}]}``.
+    """
+
+    def __init__(self, snapshots: Iterable[GpuSnapshot]) -> None:
+        self.snapshots = list(snapshots)
+        if not self.snapshots:
+            raise ConfigError("trace: no snapshots")
+        self._next = 0
+
+    @classmethod
+    def from_file(cls, path: str | Path) -> TraceSampler:
+        try:
+            lines = Path(path).read_text(encoding="utf-8").splitlines()
+        except OSError as exc:
+            raise ConfigError(f"trace: cannot read {path}: {exc.strerror}") from None
+        try:
+            return cls(snapshot_from_dict(json.loads(line)) for line in lines if line.strip())
+        except (ValueError, KeyError, TypeError) as exc:
+            raise ConfigError(f"trace: {path} is not a GPU trace ({exc})") from None
+
+    def sample(self) -> GpuSnapshot:
+        snap = self.snapshots[min(self._next, len(self.snapshots) - 1)]
+        self._next += 1
+        return snap
+
+
+def snapshot_from_dict(data: dict[str, Any]) -> GpuSnapshot:
+    gpus = tuple(
+        GpuSample(
+            index=int(g["index"]),
+            utilization_pct=float(g["utilization_pct"]),
+            memory_used_mb=float(g.get("memory_used_mb", 0.0)),
+            memory_total_mb=float(g.get("memory_total_mb", 0.0)),
+            power_w=g.get("power_w"),
+            processes=tuple(
+                GpuProcess(int(p["pid"]), float(p.get("used_memory_mb", 0.0))) for p in g.get("processes", [])
+            ),
+        )
+        for g in data["gpus"]
+    )
+    return GpuSnapshot(float(data["time"]), gpus)
+
+
+def snapshot_to_dict(snapshot: GpuSnapshot) -> dict[str, Any]:
+    return asdict(snapshot)
+
+
+# ------------------------------------------------------------------------ decisions
+@dataclass
+class IdleTracker:
+    """How long each key (a pid, a trial) has stayed below ``util_below_pct``.
+
+    Pure: feed it (key, time, utilisation); any reading at or above the threshold resets
+    the key's idle clock.
+    """
+
+    util_below_pct: float = 1.0
+    idle_seconds: float = 7200.0
+    since: dict[Any, float] = field(default_factory=dict)
+
+    def observe(self, key: Any, now: float, utilization_pct: float) -> float:
+        """Record a reading; returns how long ``key`` has been idle (0 when busy)."""
+        if utilization_pct < self.util_below_pct:
+            start = self.since.setdefault(key, now)
+            return now - start
+        self.since.pop(key, None)
+        return 0.0
+
+    def is_idle(self, idle_for: float) -> bool:
+        return idle_for >= self.idle_seconds
+
+    def forget(self, key: Any) -> None:
+        self.since.pop(key, None)
+
+
+def process_utilization(snapshot: GpuSnapshot) -> dict[int, tuple[float, tuple[int, ...]]]:
+    """Per pid: the busiest of the GPUs it holds, and which GPUs those are."""
+    out: dict[int, tuple[float, tuple[int, ...]]] = {}
+    for gpu in snapshot.gpus:
+        for proc in gpu.processes:
+            util, indices = out.get(proc.pid, (0.0, ()))
+            out[proc.pid] = (max(util, gpu.utilization_pct), (*indices, gpu.index))
+    return out
+
+
+# ---------------------------------------------------------------------- watch-idle
+ACTIONS = ("report", "pause", "stop")
+
+
+@dataclass
+class IdleWatcher:
+    """Watches per-process GPU use and acts once on every process idle for too long.
+
+    Args:
+        sampler: where readings come from.
+        tracker: the idle rule.
+        action: ``report`` (log only), ``pause`` (SIGSTOP) or ``stop`` (SIGTERM).
+        dry_run: log what would be done, send nothing.
+        log: receives one dict per action (the CLI prints them as JSON lines).
+        send_signal: ``os.kill`` (replaceable where signals cannot be sent).
+    """
+
+    sampler: GpuSampler
+    tracker: IdleTracker
+    action: str = "report"
+    dry_run: bool = False
+    log: Callable[[dict[str, Any]], None] = print
+    send_signal: Callable[[int, int], None] = os.kill
+    acted: set[int] = field(default_factory=set)
+
+    def __post_init__(self) -> None:
+        if self.action not in ACTIONS:
+            raise ConfigError(f"--action: must be one of {', '.join(ACTIONS)}, got {self.action!r}")
+
+    def step(self) -> list[dict[str, Any]]:
+        snapshot = self.sampler.sample()
+        per_pid = process_utilization(snapshot)
+        for pid in set(self.tracker.since) - set(per_pid):
+            self.tracker.forget(pid)  # the process left its GPUs
+        events = []
+        for pid, (util, gpus) in sorted(per_pid.items()):
+            idle_for = self.tracker.observe(pid, snapshot.time, util)
+            if not self.tracker.is_idle(idle_for) or pid in self.acted:
+                continue
+            event = {
+                "time": snapshot.time,
+                "pid": pid,
+                "gpus": list(gpus),
+                "utilization_pct": util,
+                "idle_minutes": round(idle_for / 60, 1),
+                "action": self.action,
+                "dry_run": self.dry_run,
+            }
+            if self.action != "report" and not self.dry_run:
+                sig = signal.SIGSTOP if self.action == "pause" else signal.SIGTERM
+                try:
+                    self.send_signal(pid, sig)
+                except ProcessLookupError:
+                    event["error"] = "process already gone"
+                except PermissionError:
+                    event["error"] = "not permitted to signal this process"
+            self.acted.add(pid)
+            self.log(event)
+            events.append(event)
+        return events
+
+    def run(
+        self, interval_s: float, iterations: int | None = None, sleep: Callable[[float], None] = time.sleep
+    ) -> None:
+        for i in _count(iterations):
+            self.step()
+            if iterations is None or i + 1 < iterations:
+                sleep(interval_s)
+
+
+def _count(limit: int | None) -> Iterator[int]:
+    i = 0
+    while limit is None or i < limit:
+        yield i
+        i += 1
+
+
+# --------------------------------------------------------------------- Ray stopper
+class IdleGpuStopper:
+    """A ``ray.tune.Stopper`` that ends a GPU trial whose GPUs stay idle for ``idle_minutes``.
+
+    The trial's process (``result["pid"]``) is looked up in the sampler's per-process view;
+    a trial that holds GPUs but runs nothing on any of them counts as 0% busy. Checked on
+    every reported result; stop_reason ``idle``.
+
+    Args:
+        sampler_factory: builds the sampler on first use (NVML handles do not pickle, and
+            Tune pickles its stoppers).
+    """
+
+    def __init__(
+        self,
+        sampler_factory: Callable[[], GpuSampler] = NvmlSampler,
+        util_below_pct: float = 1.0,
+        idle_minutes: float = 120.0,
+    ) -> None:
+        self.sampler_factory = sampler_factory
+        self.tracker = IdleTracker(util_below_pct, idle_minutes * 60)
+        self.stopped: set[str] = set()
+        self._sampler: GpuSampler | None = None
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {**self.__dict__, "_sampler": None}
+
+    def __call__(self, trial_id: str, result: dict[str, Any]) -> bool:
+        if self._sampler is None:
+            self._sampler = self.sampler_factory()
+        snapshot = self._sampler.sample()
+        util, _gpus = process_utilization(snapshot).get(int(result.get("pid", -1)), (0.0, ()))
+        if self.tracker.is_idle(self.tracker.observe(trial_id, snapshot.time, util)):
+            self.stopped.add(trial_id)
+            return True
+        return False
+
+    def stop_all(self) -> bool:
+        return False
+
+    def stop_reason(self, trial_id: str) -> str | None:
+        return "idle" if trial_id in self.stopped else None

@@ -1,0 +1,179 @@
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from costtune.cli import main
+from costtune.idle import (
+    GpuProcess,
+    GpuSample,
+    GpuSnapshot,
+    IdleGpuStopper,
+    IdleTracker,
+    IdleWatcher,
+    NvmlSampler,
+    NvmlUnavailable,
+    TraceSampler,
+    process_utilization,
+    snapshot_to_dict,
+)
+
+HOUR = 3600.0
+
+
+def _snap(t: float, util: float, pids: tuple[int, ...] = (), index: int = 0) -> GpuSnapshot:
+    return GpuSnapshot(t, (GpuSample(index, util, processes=tuple(GpuProcess(p) for p in pids)),))
+
+
+def test_idle_tracker_needs_unbroken_idleness() -> None:
+    tracker = IdleTracker(util_below_pct=1.0, idle_seconds=2 * HOUR)
+    readings = [(0, 0.0), (HOUR, 0.5), (1.5 * HOUR, 40.0), (2 * HOUR, 0.0), (3 * HOUR, 0.0), (4 * HOUR, 0.9)]
+    idle_for = [tracker.observe("gpu0", t, u) for t, u in readings]
+    assert idle_for == [0, HOUR, 0, 0, HOUR, 2 * HOUR]
+    assert [tracker.is_idle(x) for x in idle_for] == [False] * 5 + [True]
+
+
+def test_process_utilization_takes_the_busiest_gpu_a_process_holds() -> None:
+    snap = GpuSnapshot(
+        0.0,
+        (
+            GpuSample(0, 0.0, processes=(GpuProcess(10), GpuProcess(11))),
+            GpuSample(1, 55.0, processes=(GpuProcess(11),)),
+        ),
+    )
+    assert process_utilization(snap) == {10: (0.0, (0,)), 11: (55.0, (0, 1))}
+
+
+@pytest.fixture
+def sleeper():
+    proc = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)"])
+    yield proc
+    proc.kill()
+    proc.wait()
+
+
+def _state(pid: int) -> str:
+    return Path(f"/proc/{pid}/stat").read_text().split(")")[-1].split()[0]
+
+
+def _trace(pid: int, utils: list[float], step: float = HOUR) -> TraceSampler:
+    return TraceSampler(_snap(i * step, u, (pid,)) for i, u in enumerate(utils))
+
+
+def test_watcher_pauses_an_idle_process_with_sigstop(sleeper) -> None:
+    events: list[dict] = []
+    watcher = IdleWatcher(
+        _trace(sleeper.pid, [0, 0, 0, 0]), IdleTracker(1.0, 2 * HOUR), action="pause", log=events.append
+    )
+    assert watcher.step() == [] and watcher.step() == []
+    assert _state(sleeper.pid) != "T"
+    (event,) = watcher.step()  # two hours idle now
+    assert event["pid"] == sleeper.pid and event["action"] == "pause" and event["idle_minutes"] == 120
+    deadline = time.monotonic() + 5
+    while _state(sleeper.pid) != "T" and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert _state(sleeper.pid) == "T"
+    assert watcher.step() == []  # acts once per process
+    assert events == [event]
+
+
+def test_watcher_stops_with_sigterm_and_dry_run_sends_nothing(sleeper) -> None:
+    dry = IdleWatcher(
+        _trace(sleeper.pid, [0, 0, 0]),
+        IdleTracker(1.0, 2 * HOUR),
+        action="stop",
+        dry_run=True,
+        log=lambda e: None,
+    )
+    dry.run(0, 3)
+    assert sleeper.poll() is None and dry.acted == {sleeper.pid}
+    real = IdleWatcher(
+        _trace(sleeper.pid, [0, 0, 0]), IdleTracker(1.0, 2 * HOUR), action="stop", log=lambda e: None
+    )
+    real.run(0, 3)
+    assert sleeper.wait(timeout=5) == -15
+
+
+def test_watcher_leaves_a_busy_process_alone(sleeper) -> None:
+    watcher = IdleWatcher(
+        _trace(sleeper.pid, [0, 30, 0, 0, 50, 0]),
+        IdleTracker(1.0, 2 * HOUR),
+        action="stop",
+        log=lambda e: None,
+    )
+    watcher.run(0, 6)
+    assert sleeper.poll() is None and not watcher.acted
+
+
+def test_watch_idle_cli_replays_a_trace_and_stops_the_holder(sleeper, tmp_path) -> None:
+    trace = tmp_path / "trace.jsonl"
+    trace.write_text(
+        "".join(json.dumps(snapshot_to_dict(_snap(i * HOUR, 0.0, (sleeper.pid,)))) + "\n" for i in range(4))
+    )
+    result = CliRunner().invoke(
+        main, ["watch-idle", "--trace", str(trace), "--action", "stop", "--idle-minutes", "60"]
+    )
+    assert result.exit_code == 0, result.output
+    (line,) = result.output.strip().splitlines()
+    assert json.loads(line)["pid"] == sleeper.pid
+    assert sleeper.wait(timeout=5) == -15
+
+
+def test_watch_idle_without_a_driver_exits_2_with_one_line() -> None:
+    try:
+        NvmlSampler().close()
+        pytest.skip("this machine has an NVIDIA driver")
+    except NvmlUnavailable:
+        pass
+    result = CliRunner().invoke(main, ["watch-idle"])
+    assert result.exit_code == 2
+    assert result.output.count("\n") == 1 and result.output.startswith("costtune: error: NVML:")
+
+
+def test_bad_trace_file_exits_2(tmp_path) -> None:
+    trace = tmp_path / "t.jsonl"
+    trace.write_text('{"time": 0}\n')
+    result = CliRunner().invoke(main, ["watch-idle", "--trace", str(trace)])
+    assert result.exit_code == 2 and "is not a GPU trace" in result.output
+
+
+def test_idle_stopper_counts_a_trial_with_no_process_on_any_gpu_as_idle() -> None:
+    stopper = IdleGpuStopper(lambda: _trace(999, [90, 90, 90, 90]), util_below_pct=1.0, idle_minutes=60)
+    # the trial's pid 123 runs on no GPU: 0 % busy although the GPU itself is busy for pid 999
+    assert [stopper("t1", {"pid": 123}) for _ in range(2)] == [False, True]  # readings an hour apart
+    assert stopper.stop_reason("t1") == "idle"
+    assert not stopper("t2", {"pid": 999})
+
+
+@pytest.mark.ray
+def test_sweep_ends_gpu_trials_whose_gpus_stay_idle(ray_session, tmp_path) -> None:
+    from costtune.config import parse_config
+    from costtune.sweep import run_sweep
+
+    config = parse_config(
+        {
+            "name": "idle",
+            "trainable": {"name": "tests.user_trainables:quadratic"},
+            "metric": "loss",
+            "max_epochs": 10,
+            "num_samples": 2,
+            "search_space": {"x": {"type": "uniform", "low": 0.0, "high": 1.0}},
+            "searcher": {"type": "random"},
+            "scheduler": {"type": "fifo"},
+            "resources": {"cpus": 1, "gpus": 1},
+            "idle": {"idle_minutes": 120},
+        }
+    )
+    # a recorded trace in which nothing ever runs on the GPU, 30 minutes between readings
+    trace = TraceSampler(_snap(i * 1800.0, 0.0) for i in range(100))
+    result = run_sweep(config, tmp_path / "run", gpu_sampler_factory=lambda: trace)
+    frame = result.trials
+    assert set(frame["stop_reason"]) == {"idle"}
+    assert (frame["epochs"] == 5).all()  # idle at readings 0, 30, 60, 90, 120 minutes
+    assert (frame["gpu_hours"] > 0).all() and (frame["device"] == "A100").all()
