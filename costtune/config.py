@@ -112,6 +112,19 @@ class BudgetConfig(_Strict):
     max_hours_per_trial: float = Field(48.0, gt=0, allow_inf_nan=False)
 
 
+class StoppingConfig(_Strict):
+    """Stop trials (and the sweep) where money stops buying quality. All rules off by default."""
+
+    patience_epochs: int | None = Field(None, ge=1)
+    min_delta: float = Field(0.0, ge=0, allow_inf_nan=False)
+    min_slope_per_device_hour: float | None = Field(None, ge=0, allow_inf_nan=False)
+    min_marginal_roi: float | None = Field(None, ge=0, allow_inf_nan=False)
+    window_epochs: int = Field(5, ge=1)
+    min_epochs: int = Field(5, ge=1)
+    sweep_min_improvement_per_usd: float | None = Field(None, ge=0, allow_inf_nan=False)
+    sweep_window_epochs: int = Field(50, ge=1)
+
+
 class IdleConfig(_Strict):
     """End GPU trials whose GPUs stay below ``util_below_pct`` for ``idle_minutes``.
 
@@ -149,6 +162,7 @@ class SweepConfig(_Strict):
     cost: CostConfig = CostConfig()
     resources: ResourcesConfig = ResourcesConfig()
     budget: BudgetConfig = BudgetConfig()
+    stopping: StoppingConfig = StoppingConfig()
     idle: IdleConfig = IdleConfig()
     approval: ApprovalConfig | None = None
 

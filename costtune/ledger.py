@@ -35,7 +35,8 @@ class TrialRecord:
     device_kind: str = "cpu"
     devices: float = 1.0
     epochs: int = 0
-    seconds: float = 0.0
+    seconds: float = 0.0  # metered seconds charged: every reported epoch once, re-runs included
+    reported_seconds: dict[int, float] = field(default_factory=dict)  # the time field, by epoch
     history: list[tuple[int, float, float]] = field(default_factory=list)  # epoch, s, metric
     last_metrics: dict[str, float] = field(default_factory=dict)
     best_metrics: dict[str, float] = field(default_factory=dict)  # all metrics at the best epoch
@@ -94,8 +95,18 @@ class Ledger:
         config: Mapping[str, Any] | None = None,
         device_kind: str = "cpu",
         devices: float = 1.0,
+        increment_seconds: float | None = None,
     ) -> TrialRecord:
-        """Record one reported epoch of a trial (``seconds`` is cumulative metered time)."""
+        """Record one reported epoch of a trial.
+
+        Args:
+            seconds: the trial's cumulative metered time (Ray's ``time_total_s``, or a
+                replay's simulated seconds).
+            increment_seconds: what this epoch alone took (Ray's ``time_this_iter_s``),
+                when known. Otherwise it is derived from ``seconds``: a report for an epoch
+                already seen is a re-run from an earlier checkpoint, charged from that
+                checkpoint's time — the lost work stays charged once, the re-run once more.
+        """
         event: dict[str, Any] = {
             "event": "result",
             "trial_id": trial_id,
@@ -104,6 +115,7 @@ class Ledger:
             "metrics": {k: _json_number(v) for k, v in metrics.items()},
             "device_kind": device_kind,
             "devices": float(devices),
+            "increment": None if increment_seconds is None else float(increment_seconds),
             "time": time.time(),  # driver wall clock, for spend-over-time plots only
         }
         if trial_id not in self.trials:
@@ -111,9 +123,31 @@ class Ledger:
         self._write(event)
         return self._apply(event)
 
-    def end(self, trial_id: str, *, status: str, stop_reason: str) -> None:
-        """Record how a trial ended (``status`` TERMINATED/ERROR, a ``stop_reason``)."""
-        event = {"event": "end", "trial_id": trial_id, "status": status, "stop_reason": stop_reason}
+    def end(
+        self,
+        trial_id: str,
+        *,
+        status: str,
+        stop_reason: str,
+        config: Mapping[str, Any] | None = None,
+        extra_seconds: float = 0.0,
+    ) -> None:
+        """Record how a trial ended (``status`` TERMINATED/ERROR, a ``stop_reason``).
+
+        A trial that never reported (refused by the budget, failed at start-up) gets a row
+        with its ``config`` and no cost. ``extra_seconds`` charges time it held its devices
+        after its last report (a hung trial ended by a watchdog).
+        """
+        event: dict[str, Any] = {
+            "event": "end",
+            "trial_id": trial_id,
+            "status": status,
+            "stop_reason": stop_reason,
+        }
+        if trial_id not in self.trials:
+            event["config"] = dict(config or {})
+        if extra_seconds > 0:
+            event["extra_seconds"] = float(extra_seconds)
         self._write(event)
         self._apply(event)
 
@@ -134,13 +168,18 @@ class Ledger:
         if event["event"] == "end":
             record.status = event["status"]
             record.stop_reason = event["stop_reason"]
+            record.seconds += event.get("extra_seconds", 0.0)
             return record
         metrics = {k: (math.nan if v is None else float(v)) for k, v in event["metrics"].items()}
         usd_before = self.cost_usd(record)
         record.device_kind = event["device_kind"]
         record.devices = event["devices"]
-        record.epochs = max(record.epochs, event["epoch"])
-        record.seconds = max(record.seconds, event["seconds"])
+        epoch, reported = event["epoch"], event["seconds"]
+        record.seconds += charged_increment(
+            record.reported_seconds, record.epochs, epoch, reported, event.get("increment")
+        )
+        record.reported_seconds[epoch] = reported
+        record.epochs = max(record.epochs, epoch)
         record.last_metrics = metrics
         record.status = "RUNNING"
         value = metrics.get(self.spec.metric, math.nan)
@@ -148,11 +187,11 @@ class Ledger:
             best = record.best_metrics.get(self.spec.metric, math.nan)
             better = value < best if self.spec.mode == "min" else value > best
             if math.isnan(best) or better:
-                record.best_metrics = {"epoch": float(event["epoch"]), **metrics}
+                record.best_metrics = {"epoch": float(epoch), **metrics}
         if self.spec.metric in metrics:
-            record.history.append((event["epoch"], event["seconds"], value))
+            record.history.append((epoch, record.seconds, value))
         spent = self.cost_usd(record) - usd_before
-        self.timeline.append((trial_id, event["epoch"], spent, value, event.get("time", math.nan)))
+        self.timeline.append((trial_id, epoch, spent, value, event.get("time", math.nan)))
         return record
 
     # ------------------------------------------------------------------- reading
@@ -264,6 +303,25 @@ class Ledger:
             lambda p: Path(p).write_text(json.dumps(summary, indent=2, default=_json_default)),
         )
         return summary
+
+
+def charged_increment(
+    reported_by_epoch: Mapping[int, float],
+    last_epoch: int,
+    epoch: int,
+    reported: float,
+    increment: float | None,
+) -> float:
+    """Seconds to charge for one reported epoch.
+
+    ``increment`` (the epoch's own time) when known; otherwise the difference of the
+    cumulative field from the epoch before — for a re-run of an epoch already seen
+    (restart from an earlier checkpoint) from the time recorded at that checkpoint's epoch.
+    """
+    if increment is None:
+        previous = epoch - 1 if epoch <= last_epoch else last_epoch
+        increment = reported - reported_by_epoch.get(previous, 0.0)
+    return max(float(increment), 0.0)
 
 
 def _read_events(path: Path) -> Iterator[dict[str, Any]]:

@@ -24,6 +24,7 @@ from costtune.estimate import estimate
 from costtune.gate import GateFailed, GateResult, check
 from costtune.idle import GpuSampler, IdleGpuStopper, NvmlSampler, NvmlUnavailable
 from costtune.ledger import LEDGER_FILE, Ledger
+from costtune.policy import Governor, MarginalRoiStopping, StoppingRule, SweepBudget, SweepProgress
 from costtune.run import ledger_spec
 from costtune.trainables import BUILTIN_TRAINABLES
 
@@ -102,7 +103,7 @@ def run_sweep(
     from ray import tune
     from ray.tune.stopper import CombinedStopper, FunctionStopper, MaximumIterationStopper
 
-    from costtune.schedulers import CostAwareHyperBand, LedgerCallback
+    from costtune.schedulers import CostAwareFIFO, CostAwareHyperBand, LedgerCallback
     from costtune.search import build_search_space, make_searcher
 
     os.environ.setdefault("RAY_AIR_NEW_OUTPUT", "0")  # the legacy reporter honours verbose=0
@@ -113,6 +114,7 @@ def run_sweep(
     cost_model = config.cost.cost_model()
     ledger = Ledger(ledger_spec(config), out)
     idle_stopper = _idle_stopper(config, gpu_sampler_factory)
+    governor, cost_stopper = _governance(config)
     scheduler: Any
     if config.scheduler.type == "cost_aware_hyperband":
         scheduler = CostAwareHyperBand(
@@ -123,14 +125,12 @@ def run_sweep(
             promotion=config.scheduler.promotion,
             cost_model=cost_model,
             seconds_field=config.cost.time_field,
+            governor=governor,
         )
-        reasons: list[Callable[[str], str | None]] = [scheduler.stop_reason]
     else:
-        from ray.tune.schedulers import FIFOScheduler
-
-        scheduler = FIFOScheduler()
-        reasons = []
-    stoppers: list[Any] = [MaximumIterationStopper(config.max_epochs)]
+        scheduler = CostAwareFIFO(governor)
+    reasons: list[Callable[[str], str | None]] = [cost_stopper.stop_reason, scheduler.stop_reason]
+    stoppers: list[Any] = [MaximumIterationStopper(config.max_epochs), cost_stopper]
     if idle_stopper is not None:
         stoppers.append(FunctionStopper(idle_stopper))
         reasons.insert(0, idle_stopper.stop_reason)
@@ -144,6 +144,7 @@ def run_sweep(
             hyperparameters=list(config.search_space),
             stop_reason_of=stop_reason_of,
             seconds_field=config.cost.time_field,
+            extra_seconds_of=lambda trial_id: governor.extra_seconds.get(trial_id, 0.0),
             tables_dir=out,
         )
     ]
@@ -242,6 +243,46 @@ def calibrate_epoch_seconds(config: SweepConfig, trials: int = 4, epochs: int = 
         raise CosttuneError("calibration: the probe trials reported no epochs")
     mean = sum(steps) / len(steps)
     return Calibration(mean, max(steps), max(0.0, max(firsts) - mean), len(steps))
+
+
+def _governance(config: SweepConfig) -> tuple[Governor, Any]:
+    """The caps/budget governor and the Stopper that applies it with the stopping rules."""
+    from costtune.schedulers import CostStopper
+
+    gpus, cpus = config.resources.gpus, config.resources.cpus
+    kind, devices = ("gpu", gpus) if gpus > 0 else ("cpu", cpus)
+    price = config.cost.cost_model().usd_per_device_hour(kind)
+    s = config.scheduler
+    governor = Governor(
+        usd_per_second=devices * price / 3600,
+        max_hours_per_trial=config.budget.max_hours_per_trial,
+        max_cost_usd_per_trial=config.budget.max_cost_usd_per_trial,
+        budget=SweepBudget(config.budget.max_cost_usd),
+        first_rung_epochs=min(s.grace_epochs, config.max_epochs)
+        if s.type == "cost_aware_hyperband"
+        else config.max_epochs,
+    )
+    st = config.stopping
+    rule = StoppingRule(
+        patience_epochs=st.patience_epochs,
+        min_delta=st.min_delta,
+        min_slope_per_device_hour=st.min_slope_per_device_hour,
+        min_marginal_roi=st.min_marginal_roi,
+        window_epochs=st.window_epochs,
+        min_epochs=st.min_epochs,
+    )
+    stopper = CostStopper(
+        governor,
+        metric=config.metric,
+        mode=config.mode,
+        devices=devices,
+        stopping=MarginalRoiStopping(rule, config.cost.business_value_usd) if rule.active else None,
+        sweep_progress=SweepProgress(st.sweep_min_improvement_per_usd, st.sweep_window_epochs)
+        if st.sweep_min_improvement_per_usd is not None
+        else None,
+        seconds_field=config.cost.time_field,
+    )
+    return governor, stopper
 
 
 def _idle_stopper(config: SweepConfig, factory: Callable[[], GpuSampler] | None) -> IdleGpuStopper | None:

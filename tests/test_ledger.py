@@ -140,3 +140,35 @@ def test_write_tables_round_trips_csv_and_parquet(tmp_path) -> None:
     assert on_disk["wall_seconds"] == 1.5 == summary["wall_seconds"]
     assert on_disk["saved_fraction"] == pytest.approx(0.4)
     assert not list(tmp_path.glob(".*.tmp"))
+
+
+def test_a_rerun_from_a_checkpoint_charges_the_lost_work_once_and_the_rerun_again() -> None:
+    ledger = Ledger(SPEC)
+    # epochs 1-3 at 100 s each; the node dies; the trial restarts from its epoch-1 checkpoint
+    for epoch, seconds in [(1, 100), (2, 200), (3, 300), (2, 200), (3, 300), (4, 400)]:
+        ledger.record_result("a", epoch=epoch, seconds=seconds, metrics={"val_loss": 1 / epoch})
+    record = ledger.trials["a"]
+    assert record.seconds == 600  # 4 epochs run plus the 2 lost and re-run
+    assert record.epochs == 4
+
+
+def test_per_epoch_increments_beat_a_jumping_cumulative_field() -> None:
+    ledger = Ledger(SPEC)
+    # a PBT clone restored a donor's checkpoint: its cumulative time jumps from 20 to 500
+    for epoch, total, step in [(1, 10, 10), (2, 20, 10), (7, 500, 10)]:
+        ledger.record_result("a", epoch=epoch, seconds=total, metrics={}, increment_seconds=step)
+    assert ledger.trials["a"].seconds == 30
+
+
+def test_a_trial_that_never_reported_gets_a_row_without_cost() -> None:
+    ledger = Ledger(SPEC)
+    ledger.end("z", status="TERMINATED", stop_reason="sweep_budget", config={"lr": 0.5})
+    row = ledger.to_frame().iloc[0]
+    assert (row["stop_reason"], row["cost_usd"], row["hp.lr"]) == ("sweep_budget", 0.0, 0.5)
+
+
+def test_extra_seconds_charge_a_hung_trial_until_it_was_ended(tmp_path) -> None:
+    ledger = Ledger(SPEC, tmp_path)
+    ledger.record_result("a", epoch=1, seconds=3600, metrics={"val_loss": 0.5}, device_kind="gpu", devices=1)
+    ledger.end("a", status="TERMINATED", stop_reason="trial_time_cap", extra_seconds=3600)
+    assert Ledger(SPEC, tmp_path).cost_usd(Ledger(SPEC, tmp_path).trials["a"]) == pytest.approx(5.0)

@@ -9,3 +9,21 @@ def quadratic(config: dict) -> None:
     """A user's own trainable: loss falls towards (x - 0.3)^2 over the epochs."""
     for epoch in range(1, int(config["max_epochs"]) + 1):
         tune.report({"loss": (config["x"] - 0.3) ** 2 + 1.0 / epoch})
+
+
+def hangs_after_two_epochs(config: dict) -> None:
+    """Reports twice, then hangs (a dead data loader, a deadlock): never reports again."""
+    import time
+
+    for epoch in range(1, 3):
+        tune.report({"loss": 1.0 / epoch})
+    time.sleep(3600)
+
+
+def steady(config: dict) -> None:
+    """Epochs of a fixed length, a loss that keeps falling: only caps and budgets stop it."""
+    import time
+
+    for epoch in range(1, int(config["max_epochs"]) + 1):
+        time.sleep(float(config.get("epoch_s", 0.05)))
+        tune.report({"loss": 1.0 / epoch})

@@ -4,6 +4,14 @@ from __future__ import annotations
 
 from costtune.policy.decisions import Decision, StopReason
 from costtune.policy.hyperband import AsyncHyperband, bracket_weights
+from costtune.policy.stopping import (
+    Governor,
+    MarginalRoiStopping,
+    StoppingRule,
+    SweepBudget,
+    SweepProgress,
+    cap_reason,
+)
 from costtune.policy.successive_halving import (
     PromotionRule,
     RungEntry,
@@ -16,10 +24,16 @@ from costtune.policy.successive_halving import (
 __all__ = [
     "AsyncHyperband",
     "Decision",
+    "Governor",
+    "MarginalRoiStopping",
     "PromotionRule",
     "RungEntry",
     "StopReason",
+    "StoppingRule",
+    "SweepBudget",
+    "SweepProgress",
     "bracket_weights",
+    "cap_reason",
     "is_promotable",
     "max_bracket_index",
     "pareto_fronts",

@@ -17,6 +17,13 @@ class StopReason(str, Enum):
     """Why a trial ended; the ``stop_reason`` column of ``trials.csv``."""
 
     RUNG_PRUNED = "rung_pruned"
+    MARGINAL_ROI = "marginal_roi"
+    PATIENCE = "patience"
+    TRIAL_COST_CAP = "trial_cost_cap"
+    TRIAL_TIME_CAP = "trial_time_cap"
+    SWEEP_BUDGET = "sweep_budget"
+    SWEEP_MARGINAL_ROI = "sweep_marginal_roi"
+    IDLE = "idle"
     COMPLETED = "completed"
     ERROR = "error"
     STOPPED = "stopped"  # ended by something outside costtune (user, Tune's own stop)

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 from costtune.schedulers.callbacks import LedgerCallback
+from costtune.schedulers.governed import CostAwareFIFO
 from costtune.schedulers.hyperband import CostAwareHyperBand
+from costtune.schedulers.stoppers import CostStopper
 
-__all__ = ["CostAwareHyperBand", "LedgerCallback"]
+__all__ = ["CostAwareFIFO", "CostAwareHyperBand", "CostStopper", "LedgerCallback"]

@@ -49,12 +49,14 @@ class LedgerCallback(Callback):
         hyperparameters: Iterable[str],
         stop_reason_of: Callable[[str], str | None] | None = None,
         seconds_field: str = "time_total_s",
+        extra_seconds_of: Callable[[str], float] | None = None,
         tables_dir: Path | None = None,
         tables_every_s: float = 5.0,
     ) -> None:
         self.ledger = ledger
         self.hyperparameters = list(hyperparameters)
         self.stop_reason_of = stop_reason_of or (lambda _trial_id: None)
+        self.extra_seconds_of = extra_seconds_of or (lambda _trial_id: 0.0)
         self.seconds_field = seconds_field
         self.tables_dir = tables_dir
         self.tables_every_s = tables_every_s
@@ -75,19 +77,28 @@ class LedgerCallback(Callback):
             config={k: trial.config.get(k) for k in self.hyperparameters},
             device_kind=kind,
             devices=devices,
+            # Ray's per-epoch time survives restarts, pauses and PBT clones that reset or
+            # jump the cumulative field; a custom (replayed) field is differenced instead
+            increment_seconds=result.get("time_this_iter_s")
+            if self.seconds_field == "time_total_s"
+            else None,
         )
 
     def on_trial_complete(self, iteration: int, trials: list, trial: Any, **info: Any) -> None:
         reason = self.stop_reason_of(trial.trial_id) or "completed"
-        self._end(trial.trial_id, "TERMINATED", reason)
+        self._end(trial, "TERMINATED", reason)
 
     def on_trial_error(self, iteration: int, trials: list, trial: Any, **info: Any) -> None:
-        self._end(trial.trial_id, "ERROR", "error")
+        self._end(trial, "ERROR", "error")
 
-    def _end(self, trial_id: str, status: str, reason: str) -> None:
-        if trial_id not in self.ledger.trials:
-            return  # ended before it reported anything: nothing metered
-        self.ledger.end(trial_id, status=status, stop_reason=reason)
+    def _end(self, trial: Any, status: str, reason: str) -> None:
+        self.ledger.end(
+            trial.trial_id,
+            status=status,
+            stop_reason=reason,
+            config={k: trial.config.get(k) for k in self.hyperparameters},
+            extra_seconds=self.extra_seconds_of(trial.trial_id),
+        )
         now = time.monotonic()
         if self.tables_dir is not None and now - self._last_tables >= self.tables_every_s:
             self.ledger.write_tables(self.tables_dir)

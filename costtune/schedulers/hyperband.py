@@ -20,6 +20,7 @@ from ray.tune.schedulers import FIFOScheduler, TrialScheduler
 from costtune.cost import CostModel, devices_from_resources
 from costtune.errors import ConfigError
 from costtune.policy import AsyncHyperband, Decision, PromotionRule, StopReason
+from costtune.schedulers.governed import GovernedMixin
 
 if TYPE_CHECKING:
     from ray.tune.experiment import Trial
@@ -45,7 +46,7 @@ def oriented_loss(value: Any, mode: str) -> float:
     return v if mode == "min" else -v
 
 
-class CostAwareHyperBand(FIFOScheduler):
+class CostAwareHyperBand(GovernedMixin, FIFOScheduler):
     """Asynchronous Hyperband whose rung promotions weigh metered dollars.
 
     Args:
@@ -60,6 +61,8 @@ class CostAwareHyperBand(FIFOScheduler):
         time_attr: result field that counts epochs (default ``training_iteration``).
         seconds_field: result field of metered seconds (default ``time_total_s``;
             a replayed benchmark reports its simulated seconds here).
+        governor: per-trial caps and the sweep budget, enforced between reports too
+            (hung trials ended, unaffordable trials not started); ``None``: off.
     """
 
     def __init__(
@@ -74,8 +77,10 @@ class CostAwareHyperBand(FIFOScheduler):
         cost_model: CostModel | None = None,
         time_attr: str = "training_iteration",
         seconds_field: str = "time_total_s",
+        governor: Any = None,
     ) -> None:
         super().__init__()
+        self.governor = governor
         if mode not in (None, "min", "max"):
             raise ConfigError(f"mode: must be 'min' or 'max', got {mode!r}")
         self._metric = metric
@@ -110,14 +115,21 @@ class CostAwareHyperBand(FIFOScheduler):
         )
         return _TO_RAY[decision]
 
+    def choose_trial_to_run(self, tune_controller: Any) -> Trial | None:
+        self._govern(tune_controller)
+        return super().choose_trial_to_run(tune_controller)
+
     def on_trial_complete(self, tune_controller: Any, trial: Trial, result: dict) -> None:
         self.policy.on_end(trial.trial_id, StopReason.COMPLETED)
+        self._finished(trial)
 
     def on_trial_error(self, tune_controller: Any, trial: Trial) -> None:
         self.policy.on_end(trial.trial_id, StopReason.ERROR)
+        self._finished(trial)
 
     def on_trial_remove(self, tune_controller: Any, trial: Trial) -> None:
         self.policy.on_end(trial.trial_id, StopReason.STOPPED)
+        self._finished(trial)
 
     def stop_reason(self, trial_id: str) -> str | None:
         reason = self.policy.stop_reason(trial_id)

@@ -1,0 +1,271 @@
+"""Stop a trial where money stops buying quality: patience, min-delta and marginal ROI.
+
+The slope rule looks at d(metric)/d(device-hours): how much the loss still falls per
+device-hour spent. A validation curve is noisy, so the rule works on a smoothed curve:
+
+1. a rolling median of the loss over the last ``window`` epochs ignores outliers — a broken
+   validation pass (a spike) or a lucky one (a dip) moves a median by one rank, not by its
+   size (an exponential average was tried first: one spike held it up for long enough to
+   read as a plateau and stopped a steeply improving trial);
+2. its running minimum (best so far) makes the curve monotone, so noise never reads as
+   "getting worse";
+3. the slope is the drop of that curve over the last ``window`` epochs divided by the
+   device-hours those epochs cost — a secant over a window, not a noisy one-epoch difference.
+
+The trial stops when the slope falls below ε (``min_slope_per_device_hour``, metric units
+per device-hour), or, with a business value, when the marginal ROI (slope × value / price)
+falls below ``min_marginal_roi``; never before ``min_epochs``.
+
+Pure: numbers in, a :class:`StopReason` (or ``None``) out.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from dataclasses import dataclass, field
+
+from costtune.errors import ConfigError
+from costtune.policy.decisions import StopReason
+
+
+@dataclass(frozen=True, slots=True)
+class StoppingRule:
+    """When a trial is no longer worth its dollars.
+
+    Args:
+        patience_epochs: stop after this many epochs without an improvement of at least
+            ``min_delta`` over the best so far (``None``: off).
+        min_delta: the smallest change that counts as an improvement.
+        min_slope_per_device_hour: ε, stop when the smoothed loss falls by less than this
+            per device-hour (``None``: off).
+        min_marginal_roi: stop when the smoothed improvement × business value per dollar
+            falls below this (``None``: off).
+        window_epochs: epochs the slope is measured over (and the median's span).
+        min_epochs: never stop on these rules before this many epochs.
+    """
+
+    patience_epochs: int | None = None
+    min_delta: float = 0.0
+    min_slope_per_device_hour: float | None = None
+    min_marginal_roi: float | None = None
+    window_epochs: int = 5
+    min_epochs: int = 5
+
+    def __post_init__(self) -> None:
+        if self.window_epochs < 1:
+            raise ConfigError(f"stopping.window_epochs: must be >= 1, got {self.window_epochs}")
+        if self.patience_epochs is not None and self.patience_epochs < 1:
+            raise ConfigError(f"stopping.patience_epochs: must be >= 1, got {self.patience_epochs}")
+        if self.min_delta < 0:
+            raise ConfigError(f"stopping.min_delta: must be >= 0, got {self.min_delta}")
+
+    @property
+    def active(self) -> bool:
+        return any(
+            x is not None
+            for x in (self.patience_epochs, self.min_slope_per_device_hour, self.min_marginal_roi)
+        )
+
+
+@dataclass(slots=True)
+class _Curve:
+    losses: list[float] = field(default_factory=list)
+    best_smooth: list[float] = field(default_factory=list)
+    device_hours: list[float] = field(default_factory=list)
+    usd: list[float] = field(default_factory=list)
+    best_raw: float = math.inf
+    since_improvement: int = 0
+
+
+class MarginalRoiStopping:
+    """Applies a :class:`StoppingRule` to each trial's reported (loss, device-hours, dollars).
+
+    Args:
+        rule: the thresholds.
+        business_value_usd: USD per unit of loss improvement, for the marginal-ROI rule.
+    """
+
+    def __init__(self, rule: StoppingRule, business_value_usd: float = 1.0) -> None:
+        self.rule = rule
+        self.business_value_usd = business_value_usd
+        self._curves: dict[str, _Curve] = {}
+
+    def on_result(self, trial_id: str, loss: float, device_hours: float, usd: float) -> StopReason | None:
+        """Record one epoch (``loss`` lower is better; hours and dollars cumulative)."""
+        rule = self.rule
+        c = self._curves.setdefault(trial_id, _Curve())
+        if math.isnan(loss):
+            return None  # NaN handling is the trainable's (and a later issue's) business
+        c.losses.append(loss)
+        del c.losses[: -rule.window_epochs]
+        smooth = statistics.median(c.losses)
+        c.best_smooth.append(min(smooth, c.best_smooth[-1]) if c.best_smooth else smooth)
+        c.device_hours.append(device_hours)
+        c.usd.append(usd)
+        if loss < c.best_raw - rule.min_delta:
+            c.best_raw = loss
+            c.since_improvement = 0
+        else:
+            c.since_improvement += 1
+        epochs = len(c.best_smooth)
+        if epochs < rule.min_epochs:
+            return None
+        if rule.patience_epochs is not None and c.since_improvement >= rule.patience_epochs:
+            return StopReason.PATIENCE
+        if epochs <= rule.window_epochs:
+            return None
+        w = rule.window_epochs
+        gained = c.best_smooth[-1 - w] - c.best_smooth[-1]
+        hours = c.device_hours[-1] - c.device_hours[-1 - w]
+        dollars = c.usd[-1] - c.usd[-1 - w]
+        slope_low = (
+            rule.min_slope_per_device_hour is not None
+            and hours > 0
+            and gained / hours < rule.min_slope_per_device_hour
+        )
+        roi_low = (
+            rule.min_marginal_roi is not None
+            and dollars > 0
+            and gained * self.business_value_usd / dollars < rule.min_marginal_roi
+        )
+        return StopReason.MARGINAL_ROI if slope_low or roi_low else None
+
+    def forget(self, trial_id: str) -> None:
+        self._curves.pop(trial_id, None)
+
+
+def cap_reason(
+    seconds: float, usd: float, max_hours_per_trial: float | None, max_cost_usd_per_trial: float | None
+) -> StopReason | None:
+    """A trial past its hard cap: metered hours held, or dollars spent."""
+    if max_cost_usd_per_trial is not None and usd >= max_cost_usd_per_trial:
+        return StopReason.TRIAL_COST_CAP
+    if max_hours_per_trial is not None and seconds >= max_hours_per_trial * 3600:
+        return StopReason.TRIAL_TIME_CAP
+    return None
+
+
+@dataclass
+class SweepBudget:
+    """Dollars a sweep has spent against its ``max_cost_usd`` (an amount consumed, not a deadline).
+
+    ``record`` takes each trial's cumulative metered dollars; a paused or stopped trial
+    simply stops adding. ``can_start`` says whether the remaining budget can pay for a new
+    trial's first rung, priced at the mean metered dollars per epoch so far.
+    """
+
+    max_cost_usd: float | None
+    spent_by_trial: dict[str, float] = field(default_factory=dict)
+    epochs_by_trial: dict[str, int] = field(default_factory=dict)
+
+    @property
+    def spent_usd(self) -> float:
+        return sum(self.spent_by_trial.values())
+
+    def record(self, trial_id: str, epoch: int, usd: float) -> None:
+        self.spent_by_trial[trial_id] = max(usd, self.spent_by_trial.get(trial_id, 0.0))
+        self.epochs_by_trial[trial_id] = max(epoch, self.epochs_by_trial.get(trial_id, 0))
+
+    def exhausted(self) -> bool:
+        return self.max_cost_usd is not None and self.spent_usd >= self.max_cost_usd
+
+    def first_rung_usd(self, first_rung_epochs: int) -> float | None:
+        epochs = sum(self.epochs_by_trial.values())
+        return None if epochs == 0 else self.spent_usd / epochs * first_rung_epochs
+
+    def can_start(self, first_rung_epochs: int) -> bool:
+        if self.max_cost_usd is None:
+            return True
+        if self.exhausted():
+            return False
+        price = self.first_rung_usd(first_rung_epochs)
+        return price is None or self.max_cost_usd - self.spent_usd >= price
+
+
+@dataclass
+class SweepProgress:
+    """Sweep-level marginal ROI: how much the best result improves per dollar of the sweep.
+
+    Stop the whole sweep when, over the last ``window_epochs`` reported epochs (of any
+    trial), the best loss fell by less than ``min_improvement_per_usd`` per dollar.
+    """
+
+    min_improvement_per_usd: float
+    window_epochs: int = 50
+    best: list[float] = field(default_factory=list)
+    spent: list[float] = field(default_factory=list)
+
+    def record(self, loss: float, sweep_spent_usd: float) -> None:
+        previous = self.best[-1] if self.best else math.inf
+        self.best.append(min(previous, loss) if not math.isnan(loss) else previous)
+        self.spent.append(sweep_spent_usd)
+
+    def should_stop(self) -> bool:
+        w = self.window_epochs
+        if len(self.best) <= w or math.isinf(self.best[-1 - w]):
+            return False
+        dollars = self.spent[-1] - self.spent[-1 - w]
+        gained = self.best[-1 - w] - self.best[-1]
+        return dollars > 0 and gained / dollars < self.min_improvement_per_usd
+
+
+@dataclass
+class Governor:
+    """Hard caps per trial and the sweep budget, for every trial of a sweep.
+
+    Fed each trial's charged seconds as it reports (``on_result``) and asked, between
+    reports, whether a running trial has run past a cap without reporting (``overdue``: a
+    hung trial) and whether a new trial may start (``can_start``). Times are passed in
+    (``now``, monotonic seconds), so the decisions are plain functions of numbers.
+
+    Args:
+        usd_per_second: what one second of one trial costs (devices × price / 3600).
+        first_rung_epochs: a new trial's first budget (grace epochs; max_epochs without rungs).
+    """
+
+    usd_per_second: float
+    max_hours_per_trial: float | None = None
+    max_cost_usd_per_trial: float | None = None
+    budget: SweepBudget = field(default_factory=lambda: SweepBudget(None))
+    first_rung_epochs: int = 1
+    last_report: dict[str, tuple[float, float]] = field(default_factory=dict)
+    reasons: dict[str, StopReason] = field(default_factory=dict)
+    extra_seconds: dict[str, float] = field(default_factory=dict)
+
+    def on_start(self, trial_id: str, now: float) -> None:
+        self.last_report.setdefault(trial_id, (now, 0.0))
+
+    def on_result(self, trial_id: str, epoch: int, seconds: float, now: float) -> StopReason | None:
+        usd = seconds * self.usd_per_second
+        self.budget.record(trial_id, epoch, usd)
+        self.last_report[trial_id] = (now, seconds)
+        reason = cap_reason(seconds, usd, self.max_hours_per_trial, self.max_cost_usd_per_trial)
+        if reason is None and self.budget.exhausted():
+            reason = StopReason.SWEEP_BUDGET
+        if reason is not None:
+            self.reasons.setdefault(trial_id, reason)
+        return reason
+
+    def overdue(self, trial_id: str, now: float) -> StopReason | None:
+        """A running trial past a cap since its last report (it may have hung)."""
+        if trial_id in self.reasons or trial_id not in self.last_report:
+            return None
+        at, seconds = self.last_report[trial_id]
+        held = seconds + max(now - at, 0.0)
+        reason = cap_reason(
+            held, held * self.usd_per_second, self.max_hours_per_trial, self.max_cost_usd_per_trial
+        )
+        if reason is not None:
+            self.reasons[trial_id] = reason
+            self.extra_seconds[trial_id] = held - seconds
+        return reason
+
+    def can_start(self) -> bool:
+        return self.budget.can_start(self.first_rung_epochs)
+
+    def refuse(self, trial_id: str) -> None:
+        self.reasons[trial_id] = StopReason.SWEEP_BUDGET
+
+    def finished(self, trial_id: str) -> None:
+        self.last_report.pop(trial_id, None)

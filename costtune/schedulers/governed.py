@@ -1,0 +1,66 @@
+"""Caps and budget between reports: the part of governance a Stopper cannot do.
+
+A Stopper only runs when a trial reports. A hung trial never reports, and a pending trial
+has not reported yet; the scheduler is asked on every controller step
+(``choose_trial_to_run``), so the schedulers end overdue trials and refuse to start trials
+the remaining budget cannot pay for — by asking the pure :class:`~costtune.policy.Governor`.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from ray.tune.experiment import Trial
+from ray.tune.schedulers import FIFOScheduler
+
+
+class GovernedMixin:
+    """Adds governor checks to a scheduler's ``choose_trial_to_run``."""
+
+    governor: Any = None
+
+    def _govern(self, tune_controller: Any) -> None:
+        governor = self.governor
+        if governor is None:
+            return
+        now = time.monotonic()
+        for trial in tune_controller.get_trials():
+            if trial.status == Trial.RUNNING:
+                governor.on_start(trial.trial_id, now)
+                if governor.overdue(trial.trial_id, now) is not None:
+                    tune_controller.stop_trial(trial)
+            elif trial.status == Trial.PENDING and not governor.can_start():
+                governor.refuse(trial.trial_id)
+                # a trial that never started has no directory yet; Tune's result grid
+                # needs one for every trial, so give it one before ending the trial
+                trial.init_local_path()
+                tune_controller.stop_trial(trial)
+
+    def _finished(self, trial: Trial) -> None:
+        if self.governor is not None:
+            self.governor.finished(trial.trial_id)
+
+
+class CostAwareFIFO(GovernedMixin, FIFOScheduler):
+    """First in, first out — every trial runs to the end — under caps and a sweep budget."""
+
+    def __init__(self, governor: Any = None) -> None:
+        super().__init__()
+        self.governor = governor
+
+    def choose_trial_to_run(self, tune_controller: Any) -> Trial | None:
+        self._govern(tune_controller)
+        return super().choose_trial_to_run(tune_controller)
+
+    def on_trial_complete(self, tune_controller: Any, trial: Trial, result: dict) -> None:
+        self._finished(trial)
+
+    def on_trial_error(self, tune_controller: Any, trial: Trial) -> None:
+        self._finished(trial)
+
+    def on_trial_remove(self, tune_controller: Any, trial: Trial) -> None:
+        self._finished(trial)
+
+    def stop_reason(self, trial_id: str) -> str | None:
+        return None

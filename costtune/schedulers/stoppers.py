@@ -1,0 +1,95 @@
+"""``CostStopper``: marginal-ROI stopping, hard caps and the sweep budget as a ``ray.tune.Stopper``.
+
+Translates only: meters each result (charged seconds × devices × price), asks the pure
+policies in :mod:`costtune.policy.stopping`, and answers True (stop) / False.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from ray.tune import Stopper
+
+from costtune.ledger import charged_increment
+from costtune.policy import Governor, MarginalRoiStopping, StopReason, SweepProgress
+from costtune.schedulers.hyperband import oriented_loss
+
+
+class CostStopper(Stopper):
+    """Stops trials at a marginal-ROI threshold, at patience, at a per-trial cap, or when the
+    sweep budget is spent; stops the whole sweep on budget or sweep-level marginal ROI.
+
+    Args:
+        governor: caps and budget, shared with the scheduler (which refuses to start trials
+            the budget cannot pay for and ends hung trials).
+        stopping: the per-trial marginal-ROI / patience rule (``None``: off).
+        sweep_progress: the sweep-level rule (``None``: off).
+        metric, mode: the metric and its direction.
+        devices: devices each trial holds (for device-hours).
+        seconds_field: the cumulative metered time field.
+    """
+
+    def __init__(
+        self,
+        governor: Governor,
+        metric: str,
+        mode: str,
+        devices: float,
+        stopping: MarginalRoiStopping | None = None,
+        sweep_progress: SweepProgress | None = None,
+        seconds_field: str = "time_total_s",
+    ) -> None:
+        self.governor = governor
+        self.metric = metric
+        self.mode = mode
+        self.devices = devices
+        self.stopping = stopping
+        self.sweep_progress = sweep_progress
+        self.seconds_field = seconds_field
+        self._reported: dict[str, dict[int, float]] = {}
+        self._charged: dict[str, float] = {}
+        self._epochs: dict[str, int] = {}
+        self._stop_all = False
+
+    def __call__(self, trial_id: str, result: dict[str, Any]) -> bool:
+        if self.seconds_field not in result or "training_iteration" not in result:
+            return False
+        epoch = int(result["training_iteration"])
+        reported = float(result[self.seconds_field])
+        by_epoch = self._reported.setdefault(trial_id, {})
+        increment = result.get("time_this_iter_s") if self.seconds_field == "time_total_s" else None
+        charged = self._charged.get(trial_id, 0.0) + charged_increment(
+            by_epoch, self._epochs.get(trial_id, 0), epoch, reported, increment
+        )
+        by_epoch[epoch] = reported
+        self._charged[trial_id] = charged
+        self._epochs[trial_id] = max(epoch, self._epochs.get(trial_id, 0))
+        reason = self.governor.on_result(trial_id, epoch, charged, time.monotonic())
+        if reason is StopReason.SWEEP_BUDGET:
+            self._stop_all = True
+        loss = oriented_loss(result.get(self.metric), self.mode)
+        if self.sweep_progress is not None:
+            self.sweep_progress.record(loss, self.governor.budget.spent_usd)
+            if self.sweep_progress.should_stop():
+                self._stop_all = True
+                self.governor.reasons.setdefault(trial_id, StopReason.SWEEP_MARGINAL_ROI)
+        if reason is None and self.stopping is not None:
+            usd = charged * self.governor.usd_per_second
+            reason = self.stopping.on_result(trial_id, loss, charged * self.devices / 3600, usd)
+            if reason is not None:
+                self.governor.reasons.setdefault(trial_id, reason)
+        return reason is not None
+
+    def stop_all(self) -> bool:
+        return self._stop_all
+
+    def stop_reason(self, trial_id: str) -> str | None:
+        reason = self.governor.reasons.get(trial_id)
+        if reason is None and self._stop_all:
+            return (
+                StopReason.SWEEP_MARGINAL_ROI.value
+                if not self.governor.budget.exhausted()
+                else "sweep_budget"
+            )
+        return None if reason is None else reason.value

@@ -1,0 +1,87 @@
+"""Stopping, caps and budgets in real Ray Tune sweeps."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import yaml
+
+from costtune.config import load_config, parse_config
+from costtune.sweep import run_sweep
+
+pytestmark = pytest.mark.ray
+REPO = Path(__file__).resolve().parent.parent
+
+STEADY = {
+    "name": "steady",
+    "trainable": {"name": "tests.user_trainables:steady", "args": {"epoch_s": 0.05}},
+    "metric": "loss",
+    "max_epochs": 40,
+    "num_samples": 4,
+    "max_concurrent_trials": 2,
+    "search_space": {"x": {"type": "uniform", "low": 0.0, "high": 1.0}},
+    "searcher": {"type": "random"},
+    "scheduler": {"type": "fifo"},
+    "cost": {"prices": {"cpu": 3600.0}},  # $1 per core-second: dollars read as seconds
+}
+
+
+def test_reference_story_config_cuts_long_runs_where_they_flatten(ray_session, tmp_path) -> None:
+    raw = yaml.safe_load((REPO / "experiments" / "digits_long.yaml").read_text())
+    config = parse_config({**raw, "num_samples": 2, "max_epochs": 120})
+    result = run_sweep(config, tmp_path / "run")
+    frame = result.trials
+    assert set(frame["stop_reason"]) <= {"marginal_roi", "patience"}
+    assert (frame["epochs"] < 120).all()
+    summary = json.loads((tmp_path / "run" / "summary.json").read_text())
+    assert summary["saved_fraction"] > 0.3
+    assert summary["best_trial_metrics"]["val_accuracy"] > 0.9
+
+
+def test_per_trial_cost_cap_ends_a_trial_within_one_step(ray_session, tmp_path) -> None:
+    config = parse_config({**STEADY, "budget": {"max_cost_usd_per_trial": 0.5}})
+    frame = run_sweep(config, tmp_path / "run").trials
+    assert set(frame["stop_reason"]) == {"trial_cost_cap"}
+    # one epoch is ~0.05 s = $0.05 here (plus reporting overhead): at most one step over
+    assert (frame["cost_usd"] >= 0.5).all() and (frame["cost_usd"] < 0.5 + 0.5).all()
+    assert (frame["epochs"] < 40).all()
+
+
+def test_sweep_budget_stops_running_trials_and_starts_no_unaffordable_one(ray_session, tmp_path) -> None:
+    config = parse_config({**STEADY, "num_samples": 6, "budget": {"max_cost_usd": 2.0}})
+    result = run_sweep(config, tmp_path / "run")
+    frame = result.trials
+    assert "sweep_budget" in set(frame["stop_reason"])
+    assert not (frame["stop_reason"] == "completed").all()
+    # overshoot: at most one reporting step for each of the (2) running trials
+    assert result.summary["total_cost_usd"] < 2.0 + 2 * 0.5
+
+
+def test_a_hung_trial_is_ended_at_its_time_cap_and_charged_for_the_time_held(ray_session, tmp_path) -> None:
+    config = parse_config(
+        {
+            **STEADY,
+            "trainable": {"name": "tests.user_trainables:hangs_after_two_epochs"},
+            "num_samples": 1,
+            "budget": {"max_hours_per_trial": 4 / 3600},  # 4 seconds
+        }
+    )
+    result = run_sweep(config, tmp_path / "run")
+    row = result.trials.iloc[0]
+    assert row["stop_reason"] == "trial_time_cap"
+    assert row["epochs"] == 2
+    assert 4.0 <= row["seconds"] < 30.0  # the hung time is charged, up to when it was ended
+    assert result.wall_seconds < 60
+
+
+def test_stopping_rules_in_the_config_are_validated() -> None:
+    raw = yaml.safe_load((REPO / "experiments" / "digits_long.yaml").read_text())
+    from costtune.errors import ConfigError
+
+    with pytest.raises(
+        ConfigError, match="^stopping.window_epochs: input should be greater than or equal to 1"
+    ):
+        parse_config({**raw, "stopping": {"window_epochs": 0}})
+    assert load_config(REPO / "experiments" / "digits_long.yaml").stopping.min_slope_per_device_hour == 20.0
