@@ -125,6 +125,15 @@ class StoppingConfig(_Strict):
     sweep_window_epochs: int = Field(50, ge=1)
 
 
+class MlflowConfig(_Strict):
+    tracking_uri: str | None = Field(None, description="default: a local store under the run directory")
+    experiment: str | None = Field(None, description="default: the sweep's name")
+
+
+class TrackingConfig(_Strict):
+    mlflow: MlflowConfig | None = None
+
+
 class IdleConfig(_Strict):
     """End GPU trials whose GPUs stay below ``util_below_pct`` for ``idle_minutes``.
 
@@ -164,6 +173,7 @@ class SweepConfig(_Strict):
     budget: BudgetConfig = BudgetConfig()
     stopping: StoppingConfig = StoppingConfig()
     idle: IdleConfig = IdleConfig()
+    tracking: TrackingConfig = TrackingConfig()
     approval: ApprovalConfig | None = None
 
     @model_validator(mode="after")

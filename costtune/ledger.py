@@ -40,6 +40,7 @@ class TrialRecord:
     history: list[tuple[int, float, float]] = field(default_factory=list)  # epoch, s, metric
     last_metrics: dict[str, float] = field(default_factory=dict)
     best_metrics: dict[str, float] = field(default_factory=dict)  # all metrics at the best epoch
+    metric_history: list[tuple[int, float, dict[str, float]]] = field(default_factory=list)  # epoch, s, all
     status: str = "RUNNING"
     stop_reason: str | None = None
 
@@ -190,6 +191,7 @@ class Ledger:
                 record.best_metrics = {"epoch": float(epoch), **metrics}
         if self.spec.metric in metrics:
             record.history.append((epoch, record.seconds, value))
+        record.metric_history.append((epoch, record.seconds, metrics))
         spent = self.cost_usd(record) - usd_before
         self.timeline.append((trial_id, epoch, spent, value, event.get("time", math.nan)))
         return record

@@ -191,6 +191,12 @@ def run_sweep(
     tuner.fit()
     wall = time.perf_counter() - started
     summary = ledger.write_tables(out, wall_seconds=wall, output_dir=str(out))
+    if config.tracking.mlflow is not None:
+        from costtune.tracking import log_to_mlflow
+
+        log_to_mlflow(
+            ledger, out, config.tracking.mlflow.experiment or config.name, config.tracking.mlflow.tracking_uri
+        )
     return SweepResult(output_dir=out, ledger=ledger, summary=summary, wall_seconds=wall)
 
 
