@@ -33,7 +33,14 @@ def main() -> None:
 
 
 @main.command()
-@click.argument("config", type=click.Path(path_type=Path))
+@click.argument("config", type=click.Path(path_type=Path), required=False)
+@click.option(
+    "--resume",
+    "resume_dir",
+    type=click.Path(path_type=Path),
+    default=None,
+    help="Continue the interrupted sweep in this run directory (no CONFIG needed).",
+)
 @click.option(
     "--output",
     "-o",
@@ -59,7 +66,8 @@ def main() -> None:
     help="Run even if the budget gate fails (grid search, or over the limits without an approval block).",
 )
 def sweep(
-    config: Path,
+    config: Path | None,
+    resume_dir: Path | None,
     output: Path | None,
     seed: int | None,
     address: str | None,
@@ -69,15 +77,28 @@ def sweep(
     """Run the sweep described by CONFIG (YAML) and print its cost table.
 
     Writes trials.csv, trials.parquet, summary.json, ledger.jsonl and Ray's own results
-    to the run directory.
+    to the run directory. `costtune sweep --resume RUN_DIR` continues an interrupted one.
     """
     from costtune.config import load_config
+    from costtune.report import print_report
 
+    if resume_dir is not None:
+        if config is not None or output is not None or seed is not None:
+            _fail("--resume: takes the run directory alone (its config.yaml is reused)", EXIT_USAGE)
+        from costtune.sweep import resume_sweep
+
+        try:
+            resumed = resume_sweep(resume_dir, progress=not no_progress, ray_address=address)
+        except ConfigError as exc:
+            _fail(str(exc), EXIT_USAGE)
+        print_report(resumed.trials, resumed.summary)
+        return
+    if config is None:
+        _fail("sweep: give a CONFIG file, or --resume RUN_DIR", EXIT_USAGE)
     try:
         cfg = load_config(config)
     except ConfigError as exc:
         _fail(str(exc), EXIT_USAGE)
-    from costtune.report import print_report
     from costtune.sweep import run_sweep
 
     try:

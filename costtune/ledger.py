@@ -85,6 +85,10 @@ class Ledger:
             for event in _read_events(self._path):
                 self._apply(event)
 
+    def reloaded(self) -> Ledger:
+        """A fresh ledger of the same spec and directory, read back from the log."""
+        return Ledger(self.spec, None if self._path is None else self._path.parent)
+
     # ----------------------------------------------------------------- recording
     def record_result(
         self,
@@ -347,6 +351,11 @@ def _atomic(path: Path, write: Any) -> None:
     finally:
         if os.path.exists(tmp):
             os.unlink(tmp)
+
+
+def write_json_atomic(path: Path, data: Any) -> None:
+    """JSON to ``path`` via a temporary file and a rename: never half-written."""
+    _atomic(path, lambda p: Path(p).write_text(json.dumps(data, default=_json_default)))
 
 
 def _json_number(value: Any) -> float | None:

@@ -34,8 +34,8 @@ def ledger_spec(config: SweepConfig) -> LedgerSpec:
     )
 
 
-def load_run(directory: str | Path) -> Run:
-    """A run directory written by ``run_sweep``: its ``config.yaml`` and ``ledger.jsonl``."""
+def load_run_config(directory: str | Path) -> SweepConfig:
+    """The validated config a run directory was written with."""
     directory = Path(directory)
     if not (directory / LEDGER_FILE).is_file() or not (directory / "config.yaml").is_file():
         raise ConfigError(
@@ -45,5 +45,10 @@ def load_run(directory: str | Path) -> Run:
         raw = yaml.safe_load((directory / "config.yaml").read_text(encoding="utf-8"))
     except yaml.YAMLError:
         raise ConfigError(f"run: {directory}/config.yaml is not valid YAML") from None
-    config = parse_config(raw)
-    return Run(directory=directory, config=config, ledger=Ledger(ledger_spec(config), directory))
+    return parse_config(raw)
+
+
+def load_run(directory: str | Path) -> Run:
+    """A run directory written by ``run_sweep``: its ``config.yaml`` and ``ledger.jsonl``."""
+    config = load_run_config(directory)
+    return Run(directory=Path(directory), config=config, ledger=Ledger(ledger_spec(config), directory))

@@ -24,8 +24,15 @@ from costtune.estimate import estimate
 from costtune.gate import GateFailed, GateResult, check
 from costtune.idle import GpuSampler, IdleGpuStopper, NvmlSampler, NvmlUnavailable
 from costtune.ledger import LEDGER_FILE, Ledger
-from costtune.policy import Governor, MarginalRoiStopping, StoppingRule, SweepBudget, SweepProgress
-from costtune.run import ledger_spec
+from costtune.policy import (
+    Governor,
+    MarginalRoiStopping,
+    StoppingRule,
+    StopReason,
+    SweepBudget,
+    SweepProgress,
+)
+from costtune.run import ledger_spec, load_run_config
 from costtune.trainables import BUILTIN_TRAINABLES
 
 
@@ -106,15 +113,12 @@ def run_sweep(
     from costtune.schedulers import CostAwareFIFO, CostAwareHyperBand, LedgerCallback
     from costtune.search import build_search_space, make_searcher
 
-    os.environ.setdefault("RAY_AIR_NEW_OUTPUT", "0")  # the legacy reporter honours verbose=0
-    # A checkpoint every epoch with num_to_keep forces frequent experiment snapshots; the
-    # snapshots are what lets a killed sweep resume, so keep them and skip the warning.
-    os.environ.setdefault("TUNE_WARN_EXCESSIVE_EXPERIMENT_CHECKPOINT_SYNC_THRESHOLD_S", "0")
+    _prepare_environment()
     _ensure_ray(ray_address, config)
     cost_model = config.cost.cost_model()
     ledger = Ledger(ledger_spec(config), out)
     idle_stopper = _idle_stopper(config, gpu_sampler_factory)
-    governor, cost_stopper = _governance(config)
+    governor, cost_stopper = _governance(config, ledger)
     scheduler: Any
     if config.scheduler.type == "cost_aware_hyperband":
         scheduler = CostAwareHyperBand(
@@ -126,6 +130,7 @@ def run_sweep(
             cost_model=cost_model,
             seconds_field=config.cost.time_field,
             governor=governor,
+            state_path=out / "scheduler_state.json",
         )
     else:
         scheduler = CostAwareFIFO(governor)
@@ -187,9 +192,19 @@ def run_sweep(
             failure_config=tune.FailureConfig(max_failures=0),
         ),
     )
+    return _fit_and_write(tuner, config, ledger, out)
+
+
+def _fit_and_write(tuner: Any, config: SweepConfig, ledger: Ledger, out: Path) -> SweepResult:
     started = time.perf_counter()
     tuner.fit()
     wall = time.perf_counter() - started
+    ledger = ledger.reloaded()  # the log on disk is the record, also across resumes
+    for record in list(ledger.trials.values()):
+        if record.status == "RUNNING":
+            # Tune finished without it: it started after the last experiment snapshot of a
+            # killed driver, so a resume could not see it. What it ran stays charged.
+            ledger.end(record.trial_id, status="TERMINATED", stop_reason=StopReason.INTERRUPTED.value)
     summary = ledger.write_tables(out, wall_seconds=wall, output_dir=str(out))
     if config.tracking.mlflow is not None:
         from costtune.tracking import log_to_mlflow
@@ -198,6 +213,38 @@ def run_sweep(
             ledger, out, config.tracking.mlflow.experiment or config.name, config.tracking.mlflow.tracking_uri
         )
     return SweepResult(output_dir=out, ledger=ledger, summary=summary, wall_seconds=wall)
+
+
+def resume_sweep(
+    run_dir: str | Path, *, progress: bool = False, ray_address: str | None = None
+) -> SweepResult:
+    """Continue an interrupted sweep (driver killed, machine rebooted) where it stopped.
+
+    Trials that finished keep their rows; unfinished ones restart from their last
+    checkpoint. The ledger is continued, not rewritten: work lost since a checkpoint was
+    charged when it ran and its re-run is charged again, nothing else twice; downtime is
+    never charged (costs are metered per epoch). The scheduler's rung state and the
+    stopper's budget and curves are rebuilt from ``scheduler_state.json`` and the ledger.
+    """
+    from ray import tune
+
+    out = Path(run_dir).resolve()
+    experiment = out / "ray"
+    if not (out / LEDGER_FILE).exists() or not tune.Tuner.can_restore(str(experiment)):
+        raise ConfigError(f"--resume: {out} holds no resumable costtune sweep")
+    config = load_run_config(out)
+    trainable = resolve_trainable(config.trainable.name)
+    _prepare_environment()
+    _ensure_ray(ray_address, config)
+    resources = {"cpu": config.resources.cpus, "gpu": config.resources.gpus}
+    tuner = tune.Tuner.restore(
+        str(experiment),
+        trainable=tune.with_resources(trainable, resources),
+        resume_unfinished=True,
+        resume_errored=False,
+    )
+    del progress  # the live view is restored with the other callbacks
+    return _fit_and_write(tuner, config, Ledger(ledger_spec(config), out), out)
 
 
 def pre_run_gate(config: SweepConfig) -> GateResult:
@@ -251,7 +298,7 @@ def calibrate_epoch_seconds(config: SweepConfig, trials: int = 4, epochs: int = 
     return Calibration(mean, max(steps), max(0.0, max(firsts) - mean), len(steps))
 
 
-def _governance(config: SweepConfig) -> tuple[Governor, Any]:
+def _governance(config: SweepConfig, ledger: Ledger) -> tuple[Governor, Any]:
     """The caps/budget governor and the Stopper that applies it with the stopping rules."""
     from costtune.schedulers import CostStopper
 
@@ -287,6 +334,7 @@ def _governance(config: SweepConfig) -> tuple[Governor, Any]:
         if st.sweep_min_improvement_per_usd is not None
         else None,
         seconds_field=config.cost.time_field,
+        ledger=ledger,
     )
     return governor, stopper
 
@@ -305,6 +353,15 @@ def _idle_stopper(config: SweepConfig, factory: Callable[[], GpuSampler] | None)
             return None
         factory = NvmlSampler
     return IdleGpuStopper(factory, idle.util_below_pct, idle.idle_minutes)
+
+
+def _prepare_environment() -> None:
+    os.environ.setdefault("RAY_AIR_NEW_OUTPUT", "0")  # the legacy reporter honours verbose=0
+    # A checkpoint every epoch with num_to_keep forces frequent experiment snapshots; the
+    # snapshots are what lets a killed sweep resume, so keep them and skip the warning.
+    os.environ.setdefault("TUNE_WARN_EXCESSIVE_EXPERIMENT_CHECKPOINT_SYNC_THRESHOLD_S", "0")
+    # Snapshot the experiment state often: after a SIGKILL, Tune resumes from the last one.
+    os.environ.setdefault("TUNE_GLOBAL_CHECKPOINT_S", "2")
 
 
 def _ensure_ray(address: str | None, config: SweepConfig) -> None:

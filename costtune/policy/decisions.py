@@ -26,4 +26,5 @@ class StopReason(str, Enum):
     IDLE = "idle"
     COMPLETED = "completed"
     ERROR = "error"
+    INTERRUPTED = "interrupted"  # lost with a killed driver; its metered spend is kept
     STOPPED = "stopped"  # ended by something outside costtune (user, Tune's own stop)

@@ -83,6 +83,8 @@ class AsyncHyperband:
             {epochs: {} for epochs in ladder} for ladder in self.rungs_by_bracket
         ]
         self.trials: dict[str, TrialState] = {}
+        #: bumped whenever the state changes in a way a resumed sweep must not lose
+        self.version = 0
 
     # ------------------------------------------------------------------ events
     def on_add(self, trial_id: str) -> int:
@@ -95,6 +97,7 @@ class AsyncHyperband:
         bracket = max(range(len(self._wrr)), key=lambda b: (self._wrr[b], -b))
         self._wrr[bracket] -= total
         self.trials[trial_id] = TrialState(bracket=bracket)
+        self.version += 1
         return bracket
 
     def on_result(self, trial_id: str, epoch: int, loss: float, cost_usd: float) -> Decision:
@@ -115,6 +118,7 @@ class AsyncHyperband:
             if epoch < rung_at or trial_id in rung:
                 continue
             rung[trial_id] = RungEntry(loss=float(loss), cost_usd=float(cost_usd))
+            self.version += 1
             if not is_promotable(trial_id, rung, self.eta, self.promotion):
                 state.stop_reason = StopReason.RUNG_PRUNED
                 return Decision.STOP
@@ -128,6 +132,7 @@ class AsyncHyperband:
         state = self.trials.get(trial_id)
         if state is not None and state.stop_reason is None:
             state.stop_reason = reason
+            self.version += 1
 
     def stop_reason(self, trial_id: str) -> StopReason | None:
         state = self.trials.get(trial_id)

@@ -232,6 +232,8 @@ class Governor:
     last_report: dict[str, tuple[float, float]] = field(default_factory=dict)
     reasons: dict[str, StopReason] = field(default_factory=dict)
     extra_seconds: dict[str, float] = field(default_factory=dict)
+    #: trials known to have ended (a resumed sweep must not run them again)
+    ended: set[str] = field(default_factory=set)
 
     def on_start(self, trial_id: str, now: float) -> None:
         self.last_report.setdefault(trial_id, (now, 0.0))

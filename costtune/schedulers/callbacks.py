@@ -62,6 +62,12 @@ class LedgerCallback(Callback):
         self.tables_every_s = tables_every_s
         self._last_tables = 0.0
 
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        # Restored by Tuner.restore as it was pickled when the Tuner was built: re-read
+        # the log, so that a resumed sweep continues the ledger instead of forgetting it.
+        self.__dict__.update(state)
+        self.ledger = self.ledger.reloaded()
+
     def on_trial_result(self, iteration: int, trials: list, trial: Any, result: dict, **info: Any) -> None:
         kind, devices = trial_devices(trial)
         metrics = {
@@ -92,6 +98,9 @@ class LedgerCallback(Callback):
         self._end(trial, "ERROR", "error")
 
     def _end(self, trial: Any, status: str, reason: str) -> None:
+        record = self.ledger.trials.get(trial.trial_id)
+        if record is not None and record.status != "RUNNING":
+            return  # already ended in the log (a resumed sweep closing it again)
         self.ledger.end(
             trial.trial_id,
             status=status,

@@ -26,7 +26,10 @@ class GovernedMixin:
             return
         now = time.monotonic()
         for trial in tune_controller.get_trials():
-            if trial.status == Trial.RUNNING:
+            if trial.trial_id in governor.ended and trial.status in (Trial.PENDING, Trial.PAUSED):
+                # ended before an interruption that Tune's last snapshot did not see
+                tune_controller.stop_trial(trial)
+            elif trial.status == Trial.RUNNING:
                 governor.on_start(trial.trial_id, now)
                 if governor.overdue(trial.trial_id, now) is not None:
                     tune_controller.stop_trial(trial)

@@ -12,13 +12,16 @@ Usable on its own in a plain ``ray.tune.Tuner``::
 
 from __future__ import annotations
 
+import json
 import math
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ray.tune.schedulers import FIFOScheduler, TrialScheduler
 
 from costtune.cost import CostModel, devices_from_resources
 from costtune.errors import ConfigError
+from costtune.ledger import write_json_atomic
 from costtune.policy import AsyncHyperband, Decision, PromotionRule, StopReason
 from costtune.schedulers.governed import GovernedMixin
 
@@ -63,6 +66,9 @@ class CostAwareHyperBand(GovernedMixin, FIFOScheduler):
             a replayed benchmark reports its simulated seconds here).
         governor: per-trial caps and the sweep budget, enforced between reports too
             (hung trials ended, unaffordable trials not started); ``None``: off.
+        state_path: a JSON file the policy state is written to whenever it changes, and
+            read back when Tune restores the scheduler: Tune never calls a scheduler's
+            save/restore, and restores it as it was when the Tuner was built.
     """
 
     def __init__(
@@ -78,9 +84,12 @@ class CostAwareHyperBand(GovernedMixin, FIFOScheduler):
         time_attr: str = "training_iteration",
         seconds_field: str = "time_total_s",
         governor: Any = None,
+        state_path: str | Path | None = None,
     ) -> None:
         super().__init__()
         self.governor = governor
+        self.state_path = None if state_path is None else str(state_path)
+        self._saved_version = -1
         if mode not in (None, "min", "max"):
             raise ConfigError(f"mode: must be 'min' or 'max', got {mode!r}")
         self._metric = metric
@@ -113,6 +122,7 @@ class CostAwareHyperBand(GovernedMixin, FIFOScheduler):
             oriented_loss(result[self._metric], str(self._mode)),
             cost_usd,
         )
+        self._persist()
         return _TO_RAY[decision]
 
     def choose_trial_to_run(self, tune_controller: Any) -> Trial | None:
@@ -138,6 +148,18 @@ class CostAwareHyperBand(GovernedMixin, FIFOScheduler):
     def debug_string(self) -> str:
         stopped = sum(1 for t in self.policy.trials.values() if t.stop_reason is StopReason.RUNG_PRUNED)
         return f"CostAwareHyperBand: {len(self.policy.trials)} trials, {stopped} pruned at rungs"
+
+    def _persist(self) -> None:
+        if self.state_path is None or self.policy.version == self._saved_version:
+            return
+        write_json_atomic(Path(self.state_path), self.state_dict())
+        self._saved_version = self.policy.version
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
+        if self.state_path is not None and Path(self.state_path).exists():
+            # the rung state only: metric and mode are set again by Tune on restore
+            self.policy.load_state_dict(json.loads(Path(self.state_path).read_text())["policy"])
 
     def state_dict(self) -> dict[str, Any]:
         return {"metric": self._metric, "mode": self._mode, "policy": self.policy.state_dict()}

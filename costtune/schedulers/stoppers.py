@@ -11,7 +11,7 @@ from typing import Any
 
 from ray.tune import Stopper
 
-from costtune.ledger import charged_increment
+from costtune.ledger import Ledger, charged_increment
 from costtune.policy import Governor, MarginalRoiStopping, StopReason, SweepProgress
 from costtune.schedulers.hyperband import oriented_loss
 
@@ -28,6 +28,8 @@ class CostStopper(Stopper):
         metric, mode: the metric and its direction.
         devices: devices each trial holds (for device-hours).
         seconds_field: the cumulative metered time field.
+        ledger: the sweep's ledger; when Tune restores this stopper (resume), its budget,
+            charged time and stopping curves are rebuilt from the ledger's log.
     """
 
     def __init__(
@@ -39,8 +41,10 @@ class CostStopper(Stopper):
         stopping: MarginalRoiStopping | None = None,
         sweep_progress: SweepProgress | None = None,
         seconds_field: str = "time_total_s",
+        ledger: Ledger | None = None,
     ) -> None:
         self.governor = governor
+        self.ledger = ledger
         self.metric = metric
         self.mode = mode
         self.devices = devices
@@ -51,6 +55,30 @@ class CostStopper(Stopper):
         self._charged: dict[str, float] = {}
         self._epochs: dict[str, int] = {}
         self._stop_all = False
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
+        if self.ledger is not None:
+            self.ledger = self.ledger.reloaded()
+            self.rebuild(self.ledger)
+
+    def rebuild(self, ledger: Ledger) -> None:
+        """Take up metered spend, charged time and loss curves from a ledger's log."""
+        for trial_id, record in ledger.trials.items():
+            if record.status != "RUNNING":
+                self.governor.ended.add(trial_id)
+            self._charged[trial_id] = record.seconds
+            self._epochs[trial_id] = record.epochs
+            self._reported[trial_id] = dict(record.reported_seconds)
+            self.governor.budget.record(
+                trial_id, record.epochs, record.seconds * self.governor.usd_per_second
+            )
+            if self.stopping is not None:
+                self.stopping.forget(trial_id)
+                for _epoch, seconds, metric in record.history:
+                    loss = metric if self.mode == "min" else -metric
+                    usd = seconds * self.governor.usd_per_second
+                    self.stopping.on_result(trial_id, loss, seconds * self.devices / 3600, usd)
 
     def __call__(self, trial_id: str, result: dict[str, Any]) -> bool:
         if self.seconds_field not in result or "training_iteration" not in result:
