@@ -72,11 +72,16 @@ class SearcherConfig(_Strict):
 
 
 class SchedulerConfig(_Strict):
-    type: Literal["cost_aware_hyperband", "fifo"] = "cost_aware_hyperband"
+    type: Literal["cost_aware_hyperband", "pbt", "fifo"] = "cost_aware_hyperband"
     grace_epochs: int = Field(5, ge=1)
     eta: int = Field(5, ge=2)
     brackets: int | None = Field(None, ge=1)
     promotion: Literal["cost_share", "loss", "pareto"] = "cost_share"
+    # population-based training
+    perturbation_interval: int = Field(5, ge=1)
+    quantile_fraction: float = Field(0.2, gt=0, le=0.5)
+    resample_probability: float = Field(0.25, ge=0, le=1)
+    pbt_key: Literal["loss", "pareto"] = "loss"
 
 
 class CostConfig(_Strict):
@@ -182,6 +187,11 @@ class SweepConfig(_Strict):
             raise ValueError(
                 f"scheduler.grace_epochs: must be <= max_epochs ({self.max_epochs}), "
                 f"got {self.scheduler.grace_epochs}"
+            )
+        if self.scheduler.type == "pbt" and self.searcher.type != "random":
+            raise ValueError(
+                "searcher.type: pbt samples its initial population at random and explores from "
+                f"there; use searcher.type random (got {self.searcher.type})"
             )
         clash = sorted(set(self.search_space) & set(self.trainable.args))
         if clash:

@@ -131,7 +131,11 @@ def estimate(
         )
     else:
         expected_epochs = worst_epochs
-        geometry = "no early stopping: every trial runs max_epochs"
+        geometry = (
+            "population-based training: every trial runs max_epochs"
+            if s.type == "pbt"
+            else "no early stopping: every trial runs max_epochs"
+        )
 
     slow = max(worst_epoch_seconds or epoch_seconds, epoch_seconds)
     startup = config.cost.startup_seconds if startup_seconds is None else startup_seconds

@@ -123,8 +123,9 @@ class Ledger:
             "increment": None if increment_seconds is None else float(increment_seconds),
             "time": time.time(),  # driver wall clock, for spend-over-time plots only
         }
-        if trial_id not in self.trials:
-            event["config"] = dict(config or {})
+        known = self.trials.get(trial_id)
+        if known is None or (config is not None and dict(config) != known.config):
+            event["config"] = dict(config or {})  # first report, or PBT explored a new config
         self._write(event)
         return self._apply(event)
 
@@ -170,6 +171,8 @@ class Ledger:
         if record is None:
             record = TrialRecord(trial_id=trial_id, config=dict(event.get("config") or {}))
             self.trials[trial_id] = record
+        elif event.get("config") is not None:
+            record.config = dict(event["config"])
         if event["event"] == "end":
             record.status = event["status"]
             record.stop_reason = event["stop_reason"]

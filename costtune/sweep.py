@@ -132,6 +132,22 @@ def run_sweep(
             governor=governor,
             state_path=out / "scheduler_state.json",
         )
+    elif config.scheduler.type == "pbt":
+        from costtune.policy import Mutation
+        from costtune.schedulers.pbt import CostAwarePBT
+
+        scheduler = CostAwarePBT(
+            mutations={
+                name: Mutation(spec.type, spec.low, spec.high, tuple(spec.values or ()))
+                for name, spec in config.search_space.items()
+            },
+            perturbation_interval=config.scheduler.perturbation_interval,
+            quantile_fraction=config.scheduler.quantile_fraction,
+            resample_probability=config.scheduler.resample_probability,
+            key=config.scheduler.pbt_key,
+            seed=config.seed,
+            cost_model=cost_model,
+        )
     else:
         scheduler = CostAwareFIFO(governor)
     reasons: list[Callable[[str], str | None]] = [cost_stopper.stop_reason, scheduler.stop_reason]
@@ -188,7 +204,11 @@ def run_sweep(
             callbacks=callbacks,
             verbose=0,
             stop=CombinedStopper(*stoppers),
-            checkpoint_config=tune.CheckpointConfig(num_to_keep=3),
+            # PBT clones restore a donor's checkpoint that may be several epochs old; with
+            # num_to_keep Ray deletes it first and the clone errors (seen with 3 kept)
+            checkpoint_config=tune.CheckpointConfig(
+                num_to_keep=None if config.scheduler.type == "pbt" else 3
+            ),
             failure_config=tune.FailureConfig(max_failures=0),
         ),
     )

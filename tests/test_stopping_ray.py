@@ -85,3 +85,31 @@ def test_stopping_rules_in_the_config_are_validated() -> None:
     ):
         parse_config({**raw, "stopping": {"window_epochs": 0}})
     assert load_config(REPO / "experiments" / "digits_long.yaml").stopping.min_slope_per_device_hour == 20.0
+
+
+def test_cost_aware_pbt_exploits_and_conserves_metered_cost(ray_session, tmp_path) -> None:
+    config = parse_config(
+        {
+            "name": "pbt",
+            "trainable": {"name": "amp", "args": {"model": "mlp", "width": 32, "depth": 1}},
+            "max_epochs": 10,
+            "num_samples": 4,
+            "max_concurrent_trials": 2,
+            "seed": 3,
+            "search_space": {
+                "lr": {"type": "loguniform", "low": 1e-4, "high": 3e-2},
+                "batch_size": {"type": "choice", "values": [32, 64, 128]},
+            },
+            "searcher": {"type": "random"},
+            "scheduler": {"type": "pbt", "perturbation_interval": 2, "quantile_fraction": 0.25},
+        }
+    )
+    result = run_sweep(config, tmp_path / "run")
+    frame = result.trials
+    assert set(frame["stop_reason"]) == {"completed"}
+    assert list((tmp_path / "run" / "ray").glob("pbt_policy_*.txt")), "no trial exploited another"
+    events = [json.loads(line) for line in (tmp_path / "run" / "ledger.jsonl").read_text().splitlines()]
+    increments = [e["increment"] for e in events if e["event"] == "result"]
+    assert frame["seconds"].sum() == pytest.approx(sum(increments))  # each epoch charged once
+    explored = [e for e in events if e["event"] == "result" and "config" in e]
+    assert len(explored) > 4  # first reports, plus the clones' new configs

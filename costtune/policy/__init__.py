@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from costtune.policy.decisions import Decision, StopReason
 from costtune.policy.hyperband import AsyncHyperband, bracket_weights
+from costtune.policy.pbt import Exploit, Member, Mutation, choose_donor, explore, quantiles
 from costtune.policy.stopping import (
     Governor,
     MarginalRoiStopping,
@@ -24,8 +25,11 @@ from costtune.policy.successive_halving import (
 __all__ = [
     "AsyncHyperband",
     "Decision",
+    "Exploit",
     "Governor",
     "MarginalRoiStopping",
+    "Member",
+    "Mutation",
     "PromotionRule",
     "RungEntry",
     "StopReason",
@@ -34,8 +38,11 @@ __all__ = [
     "SweepProgress",
     "bracket_weights",
     "cap_reason",
+    "choose_donor",
+    "explore",
     "is_promotable",
     "max_bracket_index",
     "pareto_fronts",
+    "quantiles",
     "rung_epochs",
 ]

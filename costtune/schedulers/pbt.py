@@ -1,0 +1,96 @@
+"""``CostAwarePBT``: Ray Tune's population-based training with costtune's seeded, cost-aware decisions.
+
+Ray's ``PopulationBasedTraining`` keeps the checkpoint plumbing (save the donor, restore
+it into the clone); who is in which quantile, which donor is copied and how the config is
+explored come from the pure :mod:`costtune.policy.pbt` with an owned, seeded RNG — Ray's
+own choices use the module-global ``random``.
+"""
+
+from __future__ import annotations
+
+import random
+from typing import TYPE_CHECKING, Any
+
+from ray.tune.schedulers import PopulationBasedTraining
+
+from costtune.cost import CostModel
+from costtune.policy import Exploit, Member, Mutation, choose_donor, explore, quantiles
+from costtune.schedulers.hyperband import trial_devices
+
+if TYPE_CHECKING:
+    from ray.tune.experiment import Trial
+
+
+class CostAwarePBT(PopulationBasedTraining):
+    """Population-based training, seeded, with cost-aware donor choice.
+
+    Args:
+        metric, mode: usually set through ``TuneConfig``.
+        mutations: the hyperparameters PBT may move, and how.
+        perturbation_interval: epochs between exploit/explore decisions (default 5).
+        quantile_fraction: bottom/top fraction (default 0.2: the bottom 20% copy the top 20%).
+        resample_probability: chance to resample a value instead of perturbing it.
+        key: ``loss`` or ``pareto`` (front of loss and dollars per epoch, then loss).
+        seed: seeds every decision.
+        cost_model: prices, for dollars per epoch.
+    """
+
+    def __init__(
+        self,
+        mutations: dict[str, Mutation],
+        metric: str | None = None,
+        mode: str | None = None,
+        perturbation_interval: int = 5,
+        quantile_fraction: float = 0.2,
+        resample_probability: float = 0.25,
+        key: str = "loss",
+        seed: int = 0,
+        cost_model: CostModel | None = None,
+    ) -> None:
+        super().__init__(
+            time_attr="training_iteration",
+            metric=metric,
+            mode=mode,
+            perturbation_interval=perturbation_interval,
+            quantile_fraction=quantile_fraction,
+            resample_probability=resample_probability,
+            custom_explore_fn=lambda config: config,  # unused: _get_new_config is ours
+        )
+        self.mutations = mutations
+        self.key = key
+        self.rng = random.Random(seed)
+        self.cost_model = cost_model or CostModel()
+        self.decisions: list[Exploit] = []
+
+    def _member(self, trial: Trial) -> Member:
+        state = self._trial_state[trial]
+        result = state.last_result or {}
+        epochs = max(int(result.get("training_iteration", 1)), 1)
+        kind, devices = trial_devices(trial)
+        usd = self.cost_model.cost_usd(float(result.get("time_total_s", 0.0)), devices, kind)
+        loss = -state.last_score if state.last_score is not None else float("nan")
+        return Member(trial.trial_id, loss, usd / epochs)
+
+    def _quantiles(self) -> tuple[list[Trial], list[Trial]]:
+        live = [t for t, s in self._trial_state.items() if s.last_score is not None and not t.is_finished()]
+        by_id = {t.trial_id: t for t in live}
+        bottom, top = quantiles([self._member(t) for t in live], self._quantile_fraction, self.key)
+        return [by_id[i] for i in bottom], [by_id[i] for i in top]
+
+    def _checkpoint_or_exploit(
+        self, trial: Trial, tune_controller: Any, upper_quantile: list[Trial], lower_quantile: list[Trial]
+    ) -> None:
+        if trial in lower_quantile and upper_quantile:
+            donor_id = choose_donor([self._member(t) for t in upper_quantile], self.rng)
+            upper_quantile = [t for t in upper_quantile if t.trial_id == donor_id]  # Ray picks from these
+        super()._checkpoint_or_exploit(trial, tune_controller, upper_quantile, lower_quantile)
+
+    def _get_new_config(self, trial: Trial, trial_to_clone: Trial) -> tuple[dict, dict]:
+        new_config, operations = explore(
+            trial_to_clone.config, self.mutations, self.rng, self._resample_probability
+        )
+        self.decisions.append(Exploit(trial.trial_id, trial_to_clone.trial_id, new_config, operations))
+        return new_config, operations
+
+    def stop_reason(self, trial_id: str) -> str | None:
+        return None
