@@ -6,6 +6,7 @@ error names its YAML path: ``scheduler.eta: must be an integer >= 2, got 1``.
 
 from __future__ import annotations
 
+import json
 import math
 import re
 from pathlib import Path
@@ -264,9 +265,18 @@ def _load_search_space(name: str, base: Path) -> Any:
     )
 
 
+def _path_part(part: Any) -> str:
+    text = str(part)
+    return text if re.fullmatch(r"[\w-]+", text) else json.dumps(text)
+
+
 def _one_line(exc: ValidationError) -> str:
+    return " ".join(_message(exc).splitlines())
+
+
+def _message(exc: ValidationError) -> str:
     err = exc.errors(include_url=False)[0]
-    loc = ".".join(str(p) for p in err["loc"] if not str(p).startswith("function-"))
+    loc = ".".join(_path_part(p) for p in err["loc"] if not str(p).startswith("function-"))
     msg: str = err["msg"]
     kind = err["type"]
     if kind == "extra_forbidden":

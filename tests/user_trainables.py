@@ -27,3 +27,12 @@ def steady(config: dict) -> None:
     for epoch in range(1, int(config["max_epochs"]) + 1):
         time.sleep(float(config.get("epoch_s", 0.05)))
         tune.report({"loss": 1.0 / epoch})
+
+
+def diverges_or_raises(config: dict) -> None:
+    """x < 0.33: raises at epoch 2; x > 0.66: NaN loss from epoch 3; otherwise fine."""
+    for epoch in range(1, int(config["max_epochs"]) + 1):
+        if config["x"] < 0.33 and epoch == 2:
+            raise RuntimeError("CUDA error: an illegal memory access was encountered")
+        loss = float("nan") if config["x"] > 0.66 and epoch >= 3 else 1.0 / epoch
+        tune.report({"loss": loss})

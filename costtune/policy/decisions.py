@@ -24,6 +24,7 @@ class StopReason(str, Enum):
     SWEEP_BUDGET = "sweep_budget"
     SWEEP_MARGINAL_ROI = "sweep_marginal_roi"
     IDLE = "idle"
+    NAN_METRIC = "nan_metric"
     COMPLETED = "completed"
     ERROR = "error"
     INTERRUPTED = "interrupted"  # lost with a killed driver; its metered spend is kept

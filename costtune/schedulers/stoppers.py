@@ -6,6 +6,7 @@ policies in :mod:`costtune.policy.stopping`, and answers True (stop) / False.
 
 from __future__ import annotations
 
+import math
 import time
 from typing import Any
 
@@ -97,6 +98,10 @@ class CostStopper(Stopper):
         if reason is StopReason.SWEEP_BUDGET:
             self._stop_all = True
         loss = oriented_loss(result.get(self.metric), self.mode)
+        if reason is None and self.metric in result and not math.isfinite(loss):
+            # a diverged trial (NaN or infinite metric) stops; the sweep goes on
+            reason = StopReason.NAN_METRIC
+            self.governor.reasons.setdefault(trial_id, reason)
         if self.sweep_progress is not None:
             self.sweep_progress.record(loss, self.governor.budget.spent_usd)
             if self.sweep_progress.should_stop():

@@ -1,0 +1,126 @@
+"""Hostile input: every bad config ends in one clear line and exit code 2, never a traceback."""
+
+from __future__ import annotations
+
+import math
+
+import yaml
+from click.testing import CliRunner
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from costtune.cli import main
+from costtune.config import SweepConfig, load_config, parse_config
+from costtune.errors import ConfigError
+
+VALID = {
+    "name": "fuzz",
+    "max_epochs": 10,
+    "num_samples": 4,
+    "search_space": {"lr": {"type": "loguniform", "low": 1e-4, "high": 1e-1}},
+    "cost": {"epoch_seconds": 1.0},
+}
+scalars = st.one_of(
+    st.none(),
+    st.booleans(),
+    st.integers(min_value=-(10**30), max_value=10**30),
+    st.floats(allow_nan=True, allow_infinity=True),
+    st.text(max_size=20),
+)
+values = st.recursive(
+    scalars,
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=8), inner, max_size=3),
+    max_leaves=8,
+)
+KEYS = [
+    "name",
+    "max_epochs",
+    "num_samples",
+    "search_space",
+    "scheduler",
+    "searcher",
+    "cost",
+    "budget",
+    "resources",
+    "mode",
+    "metric",
+    "seed",
+    "trainable",
+    "approval",
+    "stopping",
+    "idle",
+    "tracking",
+    "bogus",
+]
+SUBKEYS = {
+    "scheduler": ["type", "eta", "grace_epochs", "brackets", "promotion", "perturbation_interval"],
+    "budget": ["max_cost_usd", "max_cost_usd_per_trial", "max_hours_per_trial"],
+    "cost": ["accelerator", "prices", "epoch_seconds", "business_value_usd"],
+    "searcher": ["type", "n_startup_trials"],
+}
+
+
+@st.composite
+def hostile_configs(draw: st.DrawFn) -> dict:
+    config = {k: (dict(v) if isinstance(v, dict) else v) for k, v in VALID.items()}
+    for key in draw(st.lists(st.sampled_from(KEYS), max_size=4)):
+        if key in SUBKEYS and draw(st.booleans()):
+            config[key] = {draw(st.sampled_from(SUBKEYS[key])): draw(values)}
+        else:
+            config[key] = draw(values)
+    return config
+
+
+def _one_line(message: str) -> bool:
+    return "\n" not in message and 0 < len(message) < 400
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(hostile_configs())
+def test_any_config_is_accepted_or_refused_in_one_line(config) -> None:
+    try:
+        parsed = parse_config(config)
+    except ConfigError as exc:
+        assert _one_line(str(exc)), str(exc)
+        return
+    assert isinstance(parsed, SweepConfig)
+    assert parsed.max_epochs >= 1 and parsed.num_samples >= 1
+    assert parsed.scheduler.eta >= 2
+    for value in (parsed.budget.max_cost_usd_per_trial, parsed.budget.max_hours_per_trial):
+        assert math.isfinite(value) and value > 0
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.text(max_size=200))
+def test_any_yaml_document_is_accepted_or_refused_in_one_line(tmp_path_factory, text) -> None:
+    path = tmp_path_factory.mktemp("fuzz") / "c.yaml"
+    path.write_text(text)
+    try:
+        load_config(path)
+    except ConfigError as exc:
+        assert _one_line(str(exc)), str(exc)
+
+
+@settings(max_examples=60, deadline=None)
+@given(hostile_configs())
+def test_cli_never_shows_a_traceback(tmp_path_factory, config) -> None:
+    path = tmp_path_factory.mktemp("fuzz") / "c.yaml"
+    try:
+        path.write_text(yaml.safe_dump(config))
+    except yaml.YAMLError:
+        return
+    result = CliRunner().invoke(main, ["gate", str(path)])
+    assert result.exit_code in (0, 1, 2), result.output
+    assert isinstance(result.exception, SystemExit) or result.exception is None, repr(result.exception)
+    assert "Traceback" not in result.output
+
+
+def test_yaml_is_read_with_a_safe_loader(tmp_path) -> None:
+    path = tmp_path / "evil.yaml"
+    path.write_text("name: !!python/object/apply:os.system ['touch /tmp/costtune-pwned']\n")
+    try:
+        load_config(path)
+    except ConfigError as exc:
+        assert "not valid YAML" in str(exc)
+    else:
+        raise AssertionError("a python/object tag was accepted")
