@@ -106,8 +106,17 @@ class CostConfig(_Strict):
 
 
 class ResourcesConfig(_Strict):
-    cpus: float = Field(1.0, gt=0, allow_inf_nan=False)
-    gpus: float = Field(0.0, ge=0, allow_inf_nan=False)
+    cpus: float = Field(1.0, gt=0, le=10_000, allow_inf_nan=False)
+    gpus: float = Field(0.0, ge=0, le=1_000, allow_inf_nan=False)
+    accelerator_type: str | None = Field(
+        None, description="schedule only on nodes with this GPU type (Ray's accelerator_type:<T>)"
+    )
+
+
+class FailureConfig(_Strict):
+    max_retries: int = Field(
+        0, ge=0, le=100, description="restarts of a failed trial from its last checkpoint"
+    )
 
 
 class BudgetConfig(_Strict):
@@ -179,6 +188,7 @@ class SweepConfig(_Strict):
     budget: BudgetConfig = BudgetConfig()
     stopping: StoppingConfig = StoppingConfig()
     idle: IdleConfig = IdleConfig()
+    failures: FailureConfig = FailureConfig()
     tracking: TrackingConfig = TrackingConfig()
     approval: ApprovalConfig | None = None
 

@@ -78,6 +78,7 @@ class Ledger:
     def __init__(self, spec: LedgerSpec, directory: Path | str | None = None) -> None:
         self.spec = spec
         self.trials: dict[str, TrialRecord] = {}
+        self._last_time: dict[str, float] = {}
         #: every reported epoch in arrival order: (trial_id, epoch, usd it cost, metric, unix time)
         self.timeline: list[tuple[str, int, float, float, float]] = []
         self._path = Path(directory) / LEDGER_FILE if directory is not None else None
@@ -157,6 +158,25 @@ class Ledger:
         self._write(event)
         self._apply(event)
 
+    def charge(self, trial_id: str, *, seconds: float, why: str) -> None:
+        """Charge time a trial held its devices without reporting it (work lost with a
+        failed node or process between two reports)."""
+        if trial_id not in self.trials or seconds <= 0:
+            return
+        event = {
+            "event": "charge",
+            "trial_id": trial_id,
+            "seconds": float(seconds),
+            "why": why,
+            "time": time.time(),
+        }
+        self._write(event)
+        self._apply(event)
+
+    def last_report_time(self, trial_id: str) -> float | None:
+        """Wall-clock time of the trial's latest metered event, if any."""
+        return self._last_time.get(trial_id)
+
     def _write(self, event: Mapping[str, Any]) -> None:
         if self._path is None:
             return
@@ -173,6 +193,21 @@ class Ledger:
             self.trials[trial_id] = record
         elif event.get("config") is not None:
             record.config = dict(event["config"])
+        if "time" in event:
+            self._last_time[trial_id] = event["time"]
+        if event["event"] == "charge":
+            usd_before = self.cost_usd(record)
+            record.seconds += event["seconds"]
+            self.timeline.append(
+                (
+                    trial_id,
+                    record.epochs,
+                    self.cost_usd(record) - usd_before,
+                    math.nan,
+                    event.get("time", math.nan),
+                )
+            )
+            return record
         if event["event"] == "end":
             record.status = event["status"]
             record.stop_reason = event["stop_reason"]

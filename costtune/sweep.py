@@ -181,7 +181,7 @@ def run_sweep(
         "threads": max(1, int(config.resources.cpus)),
         **build_search_space(config.search_space, grid=config.searcher.type == "grid"),
     }
-    resources = {"cpu": config.resources.cpus, "gpu": config.resources.gpus}
+    resources = trial_resources(config)
     tuner = tune.Tuner(
         tune.with_resources(trainable, resources),
         param_space=param_space,
@@ -209,10 +209,18 @@ def run_sweep(
             checkpoint_config=tune.CheckpointConfig(
                 num_to_keep=None if config.scheduler.type == "pbt" else 3
             ),
-            failure_config=tune.FailureConfig(max_failures=0),
+            failure_config=tune.FailureConfig(max_failures=config.failures.max_retries),
         ),
     )
     return _fit_and_write(tuner, config, ledger, out)
+
+
+def trial_resources(config: SweepConfig) -> dict[str, float]:
+    """What each trial asks Ray for; an accelerator type becomes Ray's custom resource."""
+    resources: dict[str, float] = {"cpu": config.resources.cpus, "gpu": config.resources.gpus}
+    if config.resources.accelerator_type:
+        resources[f"accelerator_type:{config.resources.accelerator_type}"] = 0.001
+    return resources
 
 
 def _fit_and_write(tuner: Any, config: SweepConfig, ledger: Ledger, out: Path) -> SweepResult:
@@ -256,7 +264,7 @@ def resume_sweep(
     trainable = resolve_trainable(config.trainable.name)
     _prepare_environment()
     _ensure_ray(ray_address, config)
-    resources = {"cpu": config.resources.cpus, "gpu": config.resources.gpus}
+    resources = trial_resources(config)
     tuner = tune.Tuner.restore(
         str(experiment),
         trainable=tune.with_resources(trainable, resources),

@@ -36,3 +36,28 @@ def diverges_or_raises(config: dict) -> None:
             raise RuntimeError("CUDA error: an illegal memory access was encountered")
         loss = float("nan") if config["x"] > 0.66 and epoch >= 3 else 1.0 / epoch
         tune.report({"loss": loss})
+
+
+def checkpointed_steps(config: dict) -> None:
+    """Epochs of fixed length with a checkpoint each; writes which Ray node ran each epoch."""
+    import json
+    import os
+    import tempfile
+    import time
+
+    import ray
+
+    start = 1
+    checkpoint = tune.get_checkpoint()
+    if checkpoint is not None:
+        with checkpoint.as_directory() as d, open(os.path.join(d, "epoch.json")) as fh:
+            start = json.load(fh)["epoch"] + 1
+    node = ray.get_runtime_context().get_node_id()
+    for epoch in range(start, int(config["max_epochs"]) + 1):
+        time.sleep(float(config.get("epoch_s", 0.2)))
+        with open(os.path.join(config["trace_dir"], f"{node}.log"), "a") as fh:
+            fh.write(f"{config['x']} {epoch}\n")
+        with tempfile.TemporaryDirectory() as d:
+            with open(os.path.join(d, "epoch.json"), "w") as fh:
+                json.dump({"epoch": epoch}, fh)
+            tune.report({"loss": 1.0 / epoch + config["x"]}, checkpoint=tune.Checkpoint.from_directory(d))

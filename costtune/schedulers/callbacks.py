@@ -90,11 +90,22 @@ class LedgerCallback(Callback):
             else None,
         )
 
+    def on_trial_recover(self, iteration: int, trials: list, trial: Any, **info: Any) -> None:
+        # The trial failed (its node or process died) and restarts from its last
+        # checkpoint: the time since its last report was held and lost. Charge it once.
+        self._charge_lost_work(trial)
+
+    def _charge_lost_work(self, trial: Any) -> None:
+        last = self.ledger.last_report_time(trial.trial_id)
+        if last is not None:
+            self.ledger.charge(trial.trial_id, seconds=time.time() - last, why="lost_work")
+
     def on_trial_complete(self, iteration: int, trials: list, trial: Any, **info: Any) -> None:
         reason = self.stop_reason_of(trial.trial_id) or "completed"
         self._end(trial, "TERMINATED", reason)
 
     def on_trial_error(self, iteration: int, trials: list, trial: Any, **info: Any) -> None:
+        self._charge_lost_work(trial)
         self._end(trial, "ERROR", "error")
 
     def _end(self, trial: Any, status: str, reason: str) -> None:

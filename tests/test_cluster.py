@@ -1,0 +1,60 @@
+"""Multi-node: a sweep on a head and two worker nodes (one machine), and a node lost mid-sweep."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.ray
+REPO = Path(__file__).resolve().parent.parent
+
+
+def _run(tmp_path: Path, mode: str) -> Path:
+    proc = subprocess.run(
+        [sys.executable, "tests/cluster_sweep.py", str(tmp_path), mode],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=400,
+        env={**os.environ, "PYTHONPATH": str(REPO)},
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return tmp_path
+
+
+def _events(run: Path) -> list[dict]:
+    return [json.loads(line) for line in (run / "ledger.jsonl").read_text().splitlines() if line.strip()]
+
+
+def test_a_worker_node_lost_mid_sweep_still_completes_with_consistent_books(tmp_path) -> None:
+    out = _run(tmp_path, "remove")
+    assert (out / "removed").exists(), "the worker node was never removed"
+    removed = (out / "removed").read_text()
+    traces = {f.stem: f.read_text().split() for f in (out / "trace").glob("*.log")}
+    assert len(traces) == 2  # trials ran on both worker nodes
+    lost = {x for x in traces[removed][::2]}
+    survivor = next(node for node in traces if node != removed)
+    assert lost <= set(traces[survivor][::2])  # the lost node's trials restarted on the other one
+    events = _events(out / "run")
+    ends = [e for e in events if e["event"] == "end"]
+    assert sorted(e["stop_reason"] for e in ends) == ["completed"] * 4  # every trial finished
+    results = [e for e in events if e["event"] == "result"]
+    per_trial = Counter(e["trial_id"] for e in results)
+    epochs_seen = {t: {e["epoch"] for e in results if e["trial_id"] == t} for t in per_trial}
+    assert all(seen == set(range(1, 13)) for seen in epochs_seen.values())  # nothing lost
+    reruns = sum(per_trial.values()) - 4 * 12
+    assert reruns >= 0
+    summary = json.loads((out / "summary.json").read_text())
+    charges = [e for e in events if e["event"] == "charge"]
+    assert charges and all(e["why"] == "lost_work" for e in charges)  # the unreported partial epochs
+    assert len({e["trial_id"] for e in charges}) == len(charges)  # once per lost trial
+    charged = sum(e["increment"] for e in results) + sum(e["seconds"] for e in charges)
+    # every reported epoch once, re-runs and the work lost with the node included
+    assert summary["total_device_hours"] == pytest.approx(charged / 3600)
+    assert summary["trials"] == 4
