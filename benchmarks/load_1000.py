@@ -39,13 +39,19 @@ def main() -> None:
         wall = time.perf_counter() - started
     rss_peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     s = result.summary
-    print(
-        f"{'trials':>7} {'ended':>6} {'epochs':>7} {'wall s':>8} {'s/trial':>8} {'driver peak MB':>15} {'before sweep MB':>16}"
-    )
     ended = sum(s["stop_reasons"].values())
-    print(
-        f"{s['trials']:>7} {ended:>6} {s['epochs']:>7} {wall:>8.1f} {wall / s['trials']:>8.3f} {rss_peak:>15.0f} {rss_before:>16.0f}"
+    head = ("trials", "ended", "epochs", "wall s", "s/trial", "driver peak MB", "before sweep MB")
+    row = (
+        s["trials"],
+        ended,
+        s["epochs"],
+        f"{wall:.1f}",
+        f"{wall / s['trials']:.3f}",
+        f"{rss_peak:.0f}",
+        f"{rss_before:.0f}",
     )
+    print(" ".join(f"{h:>15}" for h in head))
+    print(" ".join(f"{v!s:>15}" for v in row))
 
 
 if __name__ == "__main__":
