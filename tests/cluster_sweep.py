@@ -26,7 +26,6 @@ def main(out: Path, remove: bool) -> None:
     temp = tempfile.mkdtemp(prefix="ctc-", dir="/tmp")  # short: Unix socket paths are capped at 107 bytes
     cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 0, "temp_dir": temp})
     workers = [cluster.add_node(num_cpus=2, resources={"accelerator_type:A100": 1}) for _ in range(2)]
-    ray.init(address=cluster.address, logging_level="WARNING", log_to_driver=False)
     config = parse_config(
         {
             "name": "cluster",
@@ -63,6 +62,7 @@ def main(out: Path, remove: bool) -> None:
                 time.sleep(0.1)
 
         threading.Thread(target=kill_worker, daemon=True).start()
+    # run_sweep connects to the running cluster itself, as `costtune sweep --address` does
     result = run_sweep(config, out / "run", ray_address=cluster.address)
     (out / "summary.json").write_text(json.dumps(result.summary, default=str))
     ray.shutdown()
