@@ -395,6 +395,92 @@ def watch_idle(
         watcher.run(interval, iterations)
 
 
+@main.command()
+@click.argument("curves", type=click.Path(path_type=Path))
+@click.option("--scheduler", type=click.Choice(["hyperband", "fifo"]), default="hyperband", show_default=True)
+@click.option("--grace-epochs", type=click.IntRange(min=1), default=5, show_default=True)
+@click.option("--eta", type=click.IntRange(min=2), default=5, show_default=True)
+@click.option("--brackets", type=click.IntRange(min=1), default=None, help="[default: all that fit]")
+@click.option(
+    "--promotion",
+    type=click.Choice(["cost_share", "loss", "pareto"]),
+    default="cost_share",
+    show_default=True,
+)
+@click.option("--workers", type=click.IntRange(min=1), default=1, show_default=True)
+@click.option(
+    "--price", type=click.FloatRange(min=0), default=2.50, show_default=True, help="USD per device-hour."
+)
+@click.option(
+    "--target", type=float, default=None, help="val_loss to reach [default: the recorded sweep's best]."
+)
+@click.option("--json", "as_json", is_flag=True)
+def replay(
+    curves: Path,
+    scheduler: str,
+    grace_epochs: int,
+    eta: int,
+    brackets: int | None,
+    promotion: str,
+    workers: int,
+    price: float,
+    target: float | None,
+    as_json: bool,
+) -> None:
+    """What would a finished sweep have cost under costtune? (CURVES: a recorded-curves table.)
+
+    Replays every configuration of CURVES, in order, on a simulated clock: once as recorded
+    (each to its last epoch) and once under CostAwareHyperBand, and prints both.
+    """
+    from costtune.curves import load_curves
+    from costtune.policy import AsyncHyperband
+    from costtune.report import usd
+    from costtune.simulate import simulate
+
+    try:
+        table = list(load_curves(str(curves.resolve())).values())
+        longest = max(c.epochs for c in table)
+        policy = (
+            AsyncHyperband(longest, grace_epochs, eta, brackets, promotion)
+            if scheduler == "hyperband"
+            else None
+        )
+    except ConfigError as exc:
+        _fail(str(exc), EXIT_USAGE)
+    recorded = simulate(table, None, workers=workers, usd_per_device_hour=price)
+    costtune_run = simulate(table, policy, workers=workers, usd_per_device_hour=price)
+    goal = recorded.best_loss if target is None else target
+    rows = {
+        "recorded": recorded,
+        f"costtune ({scheduler})": costtune_run,
+    }
+    data = {
+        name: {
+            "epochs": len(sim.epochs),
+            "cost_usd": sim.total_usd,
+            "best_val_loss": sim.best_loss,
+            "cost_to_target_usd": sim.cost_to_target(goal),
+            "wall_clock_hours": sim.wall_clock_s / 3600,
+        }
+        for name, sim in rows.items()
+    }
+    if as_json:
+        click.echo(json.dumps({"target": goal, "runs": data}, indent=2))
+        return
+    click.echo(
+        f"{len(table)} configurations, {workers} worker(s), ${price}/device-hour; target val_loss {goal:.4g}"
+    )
+    click.echo(f"{'':22}{'epochs':>8}{'cost':>12}{'best val_loss':>15}{'cost to target':>16}{'hours':>9}")
+    for name, d in data.items():
+        click.echo(
+            f"{name:22}{d['epochs']:>8}{usd(d['cost_usd']):>12}{d['best_val_loss']:>15.4g}"
+            f"{usd(d['cost_to_target_usd']) if d['cost_to_target_usd'] is not None else 'not reached':>16}"
+            f"{d['wall_clock_hours']:>9.2f}"
+        )
+    saved = 1 - costtune_run.total_usd / recorded.total_usd if recorded.total_usd else 0.0
+    click.echo(f"saved: {saved:.0%} of the recorded cost")
+
+
 def _fail(message: str, code: int) -> NoReturn:
     click.echo(f"costtune: error: {message}", err=True)
     sys.exit(code)

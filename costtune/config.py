@@ -27,14 +27,14 @@ class _Strict(BaseModel):
 
 
 class TrainableConfig(_Strict):
-    name: str = Field("amp", description="'amp' (built-in) or 'module:function'")
+    name: str = Field("amp", description="'amp' or 'replay' (built-in), or 'module:function'")
     args: dict[str, Any] = Field(default_factory=dict)
 
     @field_validator("name")
     @classmethod
     def _reference(cls, v: str) -> str:
-        if v != "amp" and not re.fullmatch(r"[A-Za-z_][\w.]*:[A-Za-z_]\w*", v):
-            raise ValueError(f"must be 'amp' or a 'module:function' reference, got {v!r}")
+        if v not in ("amp", "replay") and not re.fullmatch(r"[A-Za-z_][\w.]*:[A-Za-z_]\w*", v):
+            raise ValueError(f"must be 'amp', 'replay' or a 'module:function' reference, got {v!r}")
         return v
 
 

@@ -61,7 +61,10 @@ def test_defaults_are_the_documented_ones() -> None:
         ({"cost": {"accelerator": "TPUv9"}}, "cost.accelerator: no price for 'TPUv9'"),
         ({"cost": {"business_value_usd": float("nan")}}, "cost.business_value_usd:"),
         ({"scheduler": {"grace_epochs": 20}}, "scheduler.grace_epochs: must be <= max_epochs (10), got 20"),
-        ({"trainable": {"name": "os.system"}}, "trainable.name: must be 'amp' or a 'module:function'"),
+        (
+            {"trainable": {"name": "os.system"}},
+            "trainable.name: must be 'amp', 'replay' or a 'module:function'",
+        ),
     ],
 )
 def test_config_errors_are_one_line_naming_the_field(patch, message) -> None:

@@ -2,4 +2,7 @@
 
 from __future__ import annotations
 
-BUILTIN_TRAINABLES = {"amp": "costtune.trainables.amp:train_amp"}
+BUILTIN_TRAINABLES = {
+    "amp": "costtune.trainables.amp:train_amp",
+    "replay": "costtune.trainables.replay:replay",
+}

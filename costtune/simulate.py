@@ -1,0 +1,122 @@
+"""A discrete-event simulator: costtune's pure policy on recorded curves, no Ray.
+
+N virtual workers take configurations in order and train them epoch by epoch on a
+simulated clock (each epoch takes its recorded ``epoch_seconds``); after every epoch the
+policy decides, and the time that decision took on this machine is charged to the clock
+too. Every epoch is metered at ``usd_per_device_hour`` × the configuration's devices. The
+run ends when the configurations or the budget run out.
+"""
+
+from __future__ import annotations
+
+import heapq
+import math
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from costtune.curves import Curve
+from costtune.policy import AsyncHyperband, Decision, MarginalRoiStopping
+
+
+@dataclass(frozen=True, slots=True)
+class Epoch:
+    """One simulated epoch: when it finished, whose, its loss and the sweep's spend so far."""
+
+    clock_s: float
+    config_id: str
+    epoch: int
+    val_loss: float
+    sweep_usd: float
+
+
+@dataclass
+class Simulation:
+    epochs: list[Epoch] = field(default_factory=list)
+    stopped_at: dict[str, int] = field(default_factory=dict)
+    decision_seconds: float = 0.0
+
+    @property
+    def total_usd(self) -> float:
+        return self.epochs[-1].sweep_usd if self.epochs else 0.0
+
+    @property
+    def best_loss(self) -> float:
+        return min((e.val_loss for e in self.epochs if not math.isnan(e.val_loss)), default=math.nan)
+
+    @property
+    def wall_clock_s(self) -> float:
+        return max((e.clock_s for e in self.epochs), default=0.0)
+
+    def cost_to_target(self, target: float) -> float | None:
+        """Dollars spent when any observed loss first reached ``target`` (None: never)."""
+        for e in self.epochs:
+            if e.val_loss <= target:
+                return e.sweep_usd
+        return None
+
+
+def simulate(
+    curves: Sequence[Curve],
+    policy: AsyncHyperband | None = None,
+    stopping: MarginalRoiStopping | None = None,
+    workers: int = 1,
+    usd_per_device_hour: float = 2.50,
+    budget_usd: float | None = None,
+    charge_decision_time: bool = True,
+) -> Simulation:
+    """Run ``curves`` (in order) through ``policy`` and/or ``stopping`` on ``workers`` workers.
+
+    Without a policy every configuration trains to its last recorded epoch.
+    """
+    sim = Simulation()
+    queue = list(curves)
+    running: list[tuple[float, int, int, str]] = []  # (finish time, tiebreak, epoch, config)
+    by_id = {c.config_id: c for c in curves}
+    spent_by_trial: dict[str, float] = {}
+    sweep_usd = 0.0
+    tiebreak = 0
+
+    def start(now: float) -> None:
+        nonlocal tiebreak
+        curve = queue.pop(0)
+        if policy is not None:
+            policy.on_add(curve.config_id)
+        heapq.heappush(running, (now + curve.epoch_seconds[0], tiebreak, 1, curve.config_id))
+        tiebreak += 1
+
+    for _ in range(min(workers, len(queue))):
+        start(0.0)
+    while running:
+        now, _, epoch, config_id = heapq.heappop(running)
+        curve = by_id[config_id]
+        usd = curve.epoch_seconds[epoch - 1] * curve.devices / 3600 * usd_per_device_hour
+        sweep_usd += usd
+        spent_by_trial[config_id] = spent_by_trial.get(config_id, 0.0) + usd
+        loss = float(curve.val_loss[epoch - 1])
+        sim.epochs.append(Epoch(now, config_id, epoch, loss, sweep_usd))
+        began = time.perf_counter()
+        stop = epoch >= curve.epochs
+        if (
+            policy is not None
+            and policy.on_result(config_id, epoch, loss, spent_by_trial[config_id]) is Decision.STOP
+        ):
+            stop = True
+        if stopping is not None and not stop:
+            hours = curve.seconds_until(epoch) * curve.devices / 3600
+            stop = stopping.on_result(config_id, loss, hours, spent_by_trial[config_id]) is not None
+        took = time.perf_counter() - began
+        sim.decision_seconds += took
+        if charge_decision_time:
+            now += took
+        out_of_money = budget_usd is not None and sweep_usd >= budget_usd
+        if stop or out_of_money:
+            sim.stopped_at[config_id] = epoch
+            if queue and not out_of_money:
+                start(now)
+        else:
+            heapq.heappush(running, (now + curve.epoch_seconds[epoch], tiebreak, epoch + 1, config_id))
+            tiebreak += 1
+        if out_of_money:
+            running.clear()
+    return sim

@@ -1,0 +1,175 @@
+"""Recorded curves: the table format, the simulator, the replay trainable, the LCBench source."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pandas as pd
+import pytest
+from click.testing import CliRunner
+
+from costtune.cli import main
+from costtune.curves import curves_from_frame, load_curves
+from costtune.errors import ConfigError
+from costtune.policy import AsyncHyperband
+from costtune.simulate import simulate
+
+SHARED_LCBENCH = Path(__file__).resolve().parents[2] / "shared" / "benchmarks" / "yahpo_lcbench"
+
+
+def _table(curves: dict[str, list[float]], seconds: dict[str, float]) -> pd.DataFrame:
+    rows = []
+    for config_id, losses in curves.items():
+        for epoch, loss in enumerate(losses, start=1):
+            rows.append(
+                {
+                    "config_id": config_id,
+                    "hp.lr": 0.1 * (len(rows) % 3 + 1),
+                    "epoch": epoch,
+                    "val_loss": loss,
+                    "epoch_seconds": seconds[config_id],
+                    "devices": 1,
+                    "val_accuracy": 1 - loss,
+                }
+            )
+    return pd.DataFrame(rows)
+
+
+# the hyperband golden curves (tests/policy/test_hyperband.py), as a recorded table
+CURVES = {
+    "t0": [0.5 / e for e in range(1, 10)],
+    "t1": [0.4 / e for e in range(1, 10)],
+    "t2": [0.6 / e for e in range(1, 10)],
+    "t3": [0.3 / e for e in range(1, 10)],
+    "t4": [0.7 / e for e in range(1, 10)],
+    "t5": [0.2] * 9,
+}
+SECONDS = {"t0": 3600.0, "t1": 3600.0, "t2": 1800.0, "t3": 3600.0, "t4": 900.0, "t5": 3600.0}
+
+
+@pytest.fixture
+def table_path(tmp_path) -> Path:
+    path = tmp_path / "curves.csv"
+    _table(CURVES, SECONDS).to_csv(path, index=False)
+    return path
+
+
+def test_curves_table_is_validated() -> None:
+    with pytest.raises(ConfigError, match="^curves: missing column 'epoch_seconds'"):
+        curves_from_frame(_table(CURVES, SECONDS).drop(columns="epoch_seconds"))
+    gappy = _table(CURVES, SECONDS)
+    with pytest.raises(ConfigError, match="epochs must run 1, 2"):
+        curves_from_frame(gappy[gappy["epoch"] != 4])
+    curves = curves_from_frame(_table(CURVES, SECONDS))
+    assert curves["t2"].seconds_until(3) == 5400.0 and curves["t0"].hyperparameters["lr"] > 0
+    assert set(curves["t0"].extra) == {"val_accuracy"}
+
+
+def test_simulator_drives_the_policy_like_the_golden_sequence(table_path) -> None:
+    curves = list(load_curves(str(table_path)).values())
+    policy = AsyncHyperband(max_epochs=9, grace_epochs=1, eta=3, brackets=1, promotion="loss")
+    sim = simulate(curves, policy, workers=1, usd_per_device_hour=1.0)
+    assert sim.stopped_at == {"t0": 9, "t1": 9, "t2": 1, "t3": 9, "t4": 1, "t5": 3}
+    # one worker: the clock is every epoch run back to back, plus the decisions' own time
+    run_seconds = sum(SECONDS[t] * n for t, n in sim.stopped_at.items())
+    assert sim.wall_clock_s == pytest.approx(run_seconds + sim.decision_seconds)
+    assert sim.total_usd == pytest.approx(run_seconds / 3600)
+    full = simulate(curves, None, workers=3, usd_per_device_hour=1.0)
+    assert full.stopped_at == dict.fromkeys(CURVES, 9)
+    assert full.cost_to_target(0.3 / 9) is not None and sim.cost_to_target(0.3 / 9) < full.cost_to_target(
+        0.3 / 9
+    )
+
+
+def test_simulator_stops_at_the_budget(table_path) -> None:
+    curves = list(load_curves(str(table_path)).values())
+    sim = simulate(curves, None, workers=2, usd_per_device_hour=1.0, budget_usd=10.0)
+    assert 10.0 <= sim.total_usd < 10.0 + 1.0  # at most one epoch over
+
+
+def test_replay_cli_compares_recorded_with_costtune(table_path) -> None:
+    result = CliRunner().invoke(
+        main,
+        [
+            "replay",
+            str(table_path),
+            "--grace-epochs",
+            "1",
+            "--eta",
+            "3",
+            "--brackets",
+            "1",
+            "--promotion",
+            "loss",
+            "--price",
+            "1",
+            "--json",
+        ],
+    )
+    assert result.exit_code == 0, result.output
+    data = json.loads(result.output)
+    recorded, ours = data["runs"]["recorded"], data["runs"]["costtune (hyperband)"]
+    assert recorded["epochs"] == 54 and ours["epochs"] == 9 + 9 + 1 + 9 + 1 + 3
+    assert ours["cost_usd"] < recorded["cost_usd"]
+    assert ours["best_val_loss"] == recorded["best_val_loss"] == pytest.approx(0.3 / 9)
+    bad = CliRunner().invoke(main, ["replay", str(table_path.parent / "nope.csv")])
+    assert bad.exit_code == 2 and "curves: no such file" in bad.output
+
+
+@pytest.mark.ray
+def test_replay_trainable_in_ray_decides_like_the_simulator(ray_session, table_path, tmp_path) -> None:
+    from costtune.config import parse_config
+    from costtune.sweep import run_sweep
+
+    config = parse_config(
+        {
+            "name": "replayed",
+            "trainable": {"name": "replay", "args": {"curves": str(table_path)}},
+            "max_epochs": 9,
+            "num_samples": 1,
+            "max_concurrent_trials": 1,
+            "search_space": {"config_id": {"type": "choice", "values": list(CURVES)}},
+            "searcher": {"type": "grid"},
+            "scheduler": {"grace_epochs": 1, "eta": 3, "brackets": 1, "promotion": "loss"},
+            "cost": {"time_field": "sim_seconds", "prices": {"cpu": 1.0}},
+            "approval": {
+                "justification": "replay six recorded curves",
+                "estimated_resources": "none",
+                "stop_conditions": "rungs",
+                "approver": "tests",
+            },
+        }
+    )
+    result = run_sweep(config, tmp_path / "run")
+    frame = result.trials.set_index("hp.config_id")
+    assert frame["epochs"].to_dict() == {"t0": 9, "t1": 9, "t2": 1, "t3": 9, "t4": 1, "t5": 3}
+    # cost from the recorded seconds, not this machine's: t2 ran one 1,800 s epoch at $1/h
+    assert frame.loc["t2", "cost_usd"] == pytest.approx(0.5)
+    assert frame.loc["t0", "cost_usd"] == pytest.approx(9.0)
+
+
+def test_lcbench_source_needs_its_data_directory(monkeypatch, tmp_path) -> None:
+    from costtune.lcbench import ENV_VAR, LCBench
+
+    monkeypatch.delenv(ENV_VAR, raising=False)
+    with pytest.raises(ConfigError, match="^lcbench: no data directory"):
+        LCBench()
+    with pytest.raises(ConfigError, match="is not the LCBench surrogate directory"):
+        LCBench(tmp_path)
+
+
+@pytest.mark.skipif(
+    not SHARED_LCBENCH.is_dir(), reason="the shared LCBench surrogate is not beside this checkout"
+)
+def test_lcbench_curves_follow_the_protocol() -> None:
+    pytest.importorskip("onnxruntime")
+    from costtune.lcbench import LCBench, reference_grid
+
+    frame = LCBench(SHARED_LCBENCH).curves("3945", reference_grid()[:4])
+    curves = curves_from_frame(frame)
+    assert len(curves) == 4 and all(c.epochs == 52 for c in curves.values())
+    assert all((c.epoch_seconds >= 0).all() for c in curves.values())
+    assert frame["val_loss"].between(0, 10).all() and frame["val_accuracy"].between(0, 1).all()
+    with pytest.raises(ConfigError, match="unknown task"):
+        LCBench(SHARED_LCBENCH).curves("167083", reference_grid()[:1])  # in the encoding, not the space
