@@ -159,7 +159,8 @@ def main() -> None:
             flush=True,
         )
     print(
-        f"\n{len(args.tasks.split(','))} tasks × {args.seeds} seeds; cost-to-target as a fraction of the grid's cost"
+        f"\n{len(args.tasks.split(','))} tasks × {args.seeds} seeds; "
+        "cost-to-target as a fraction of the grid's cost"
     )
     print(f"{'method':16}{'target':8}{'success':>12}{'geo-mean of per-task median cost/grid':>40}")
     for method in methods:
