@@ -14,6 +14,7 @@ from costtune.curves import curves_from_frame, load_curves
 from costtune.errors import ConfigError
 from costtune.policy import AsyncHyperband
 from costtune.simulate import simulate
+from tests.policy.test_hyperband import CURVES
 
 SHARED_LCBENCH = Path(__file__).resolve().parents[2] / "shared" / "benchmarks" / "yahpo_lcbench"
 
@@ -37,14 +38,6 @@ def _table(curves: dict[str, list[float]], seconds: dict[str, float]) -> pd.Data
 
 
 # the hyperband golden curves (tests/policy/test_hyperband.py), as a recorded table
-CURVES = {
-    "t0": [0.5 / e for e in range(1, 10)],
-    "t1": [0.4 / e for e in range(1, 10)],
-    "t2": [0.6 / e for e in range(1, 10)],
-    "t3": [0.3 / e for e in range(1, 10)],
-    "t4": [0.7 / e for e in range(1, 10)],
-    "t5": [0.2] * 9,
-}
 SECONDS = {"t0": 3600.0, "t1": 3600.0, "t2": 1800.0, "t3": 3600.0, "t4": 900.0, "t5": 3600.0}
 
 
