@@ -151,10 +151,13 @@ def run_sweep(
     else:
         scheduler = CostAwareFIFO(governor)
     reasons: list[Callable[[str], str | None]] = [cost_stopper.stop_reason, scheduler.stop_reason]
-    stoppers: list[Any] = [MaximumIterationStopper(config.max_epochs), cost_stopper]
+    # the cost stopper first: Tune's CombinedStopper stops asking at the first "stop", and
+    # the budget must see every metered result, the last epoch of a trial included
+    stoppers: list[Any] = [cost_stopper]
     if idle_stopper is not None:
         stoppers.append(FunctionStopper(idle_stopper))
         reasons.insert(0, idle_stopper.stop_reason)
+    stoppers.append(MaximumIterationStopper(config.max_epochs))
 
     def stop_reason_of(trial_id: str) -> str | None:
         return next((r for r in (f(trial_id) for f in reasons) if r is not None), None)

@@ -48,8 +48,9 @@ def test_sigkilled_sweep_resumes_without_losing_or_double_counting(ray_session, 
     before = _events(run)
     ended_before = {e["trial_id"] for e in before if e["event"] == "end"}
     assert ended_before, "the sweep was killed before any trial ended"
-    time.sleep(8)  # downtime that must not be charged (a first epoch with warm-up takes ~3-5 s)
+    time.sleep(3)  # downtime that must not be charged
 
+    resumed_at = time.time()
     result = resume_sweep(run)
 
     after = _events(run)
@@ -68,7 +69,11 @@ def test_sigkilled_sweep_resumes_without_losing_or_double_counting(ray_session, 
         epochs = sorted({e["epoch"] for e in after if e["event"] == "result" and e["trial_id"] == trial_id})
         assert epochs == list(range(1, frame.loc[trial_id, "epochs"] + 1))  # nothing lost
     increments = [e["increment"] for e in after if e["event"] == "result"]
-    assert max(increments) < 8.0  # the downtime between kill and resume was not charged
+    # downtime not charged: every epoch charged after the resume ran after the resume began
+    # (an epoch charged across the downtime would be ≥ 3 s longer than that window allows)
+    for e in after[len(before) :]:
+        if e["event"] == "result":
+            assert e["increment"] <= e["time"] - resumed_at + 1.0, e
     assert frame["seconds"].sum() == pytest.approx(sum(increments))  # every epoch charged once
     assert result.summary["total_cost_usd"] == pytest.approx(frame["cost_usd"].sum())
     assert json.loads((run / "summary.json").read_text())["trials"] == len(frame)
