@@ -12,6 +12,7 @@ from costtune.policy.stopping import (
     SweepBudget,
     SweepProgress,
     cap_reason,
+    metric_reason,
 )
 from costtune.policy.successive_halving import (
     PromotionRule,
@@ -42,6 +43,7 @@ __all__ = [
     "explore",
     "is_promotable",
     "max_bracket_index",
+    "metric_reason",
     "pareto_fronts",
     "quantiles",
     "rung_epochs",

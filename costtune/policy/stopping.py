@@ -135,6 +135,11 @@ class MarginalRoiStopping:
         self._curves.pop(trial_id, None)
 
 
+def metric_reason(loss: float) -> StopReason | None:
+    """A trial whose metric is NaN or infinite has diverged: stop it (the sweep goes on)."""
+    return None if math.isfinite(loss) else StopReason.NAN_METRIC
+
+
 def cap_reason(
     seconds: float, usd: float, max_hours_per_trial: float | None, max_cost_usd_per_trial: float | None
 ) -> StopReason | None:

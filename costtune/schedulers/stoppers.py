@@ -6,14 +6,13 @@ policies in :mod:`costtune.policy.stopping`, and answers True (stop) / False.
 
 from __future__ import annotations
 
-import math
 import time
 from typing import Any
 
 from ray.tune import Stopper
 
 from costtune.ledger import Ledger, charged_increment
-from costtune.policy import Governor, MarginalRoiStopping, StopReason, SweepProgress
+from costtune.policy import Governor, MarginalRoiStopping, StopReason, SweepProgress, metric_reason
 from costtune.schedulers.hyperband import oriented_loss
 
 
@@ -98,10 +97,10 @@ class CostStopper(Stopper):
         if reason is StopReason.SWEEP_BUDGET:
             self._stop_all = True
         loss = oriented_loss(result.get(self.metric), self.mode)
-        if reason is None and self.metric in result and not math.isfinite(loss):
-            # a diverged trial (NaN or infinite metric) stops; the sweep goes on
-            reason = StopReason.NAN_METRIC
-            self.governor.reasons.setdefault(trial_id, reason)
+        if reason is None and self.metric in result:
+            reason = metric_reason(loss)
+            if reason is not None:
+                self.governor.reasons.setdefault(trial_id, reason)
         if self.sweep_progress is not None:
             self.sweep_progress.record(loss, self.governor.budget.spent_usd)
             if self.sweep_progress.should_stop():
