@@ -10,16 +10,20 @@ the 1st percentile of epoch-52 val CE over 2,000 random configurations, rng 1234
 - random: random search, every trial to epoch 52;
 - costtune-hb: random sampling + costtune's CostAwareHyperBand policy (defaults: grace 5,
   eta 5, all brackets, cost-share promotion), on the pure-core simulator;
+- costtune-hb-tpe: the same policy with Optuna's TPE in the loop (ask a configuration
+  when a worker frees up, tell it the loss the trial ended with — at its last rung for a
+  pruned trial);
 - optuna-tpe-hb: Optuna's TPESampler + HyperbandPruner, run through Optuna itself
   (a fixed study name per task and seed, so brackets are reproducible).
 
 Not yet here (next increments): Ray Tune ASHA / HyperBand through Ray with the replay
-trainable, costtune with TPE in the loop, marginal-ROI stopping and PBT.
+trainable, marginal-ROI stopping and PBT.
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import math
 import statistics
 
@@ -64,6 +68,45 @@ def top1_target(bench: LCBench, task: str) -> float:
     return float(np.percentile(final, 1))
 
 
+def suggest(trial: optuna.Trial) -> dict[str, float]:
+    return {
+        "batch_size": trial.suggest_int("batch_size", 16, 512, log=True),
+        "learning_rate": trial.suggest_float("learning_rate", 1e-4, 1e-1, log=True),
+        "momentum": trial.suggest_float("momentum", 0.1, 0.99),
+        "weight_decay": trial.suggest_float("weight_decay", 1e-5, 1e-1, log=True),
+        "num_layers": trial.suggest_int("num_layers", 1, 5),
+        "max_units": trial.suggest_int("max_units", 64, 1024, log=True),
+        "max_dropout": trial.suggest_float("max_dropout", 0.0, 1.0),
+    }
+
+
+def run_costtune_tpe(bench: LCBench, task: str, seed: int, budget: float):  # type: ignore[no-untyped-def]
+    """costtune's CostAwareHyperBand policy on the simulator, TPE asked and told in the loop."""
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    study = optuna.create_study(
+        study_name=f"costtune-{task}-{seed}", sampler=optuna.samplers.TPESampler(seed=seed)
+    )
+    asked: dict[str, optuna.Trial] = {}
+
+    def next_curve() -> Curve:
+        trial = study.ask()
+        curve = dataclasses.replace(curves_of(bench, task, [suggest(trial)])[0], config_id=f"t{trial.number}")
+        asked[curve.config_id] = trial
+        return curve
+
+    def on_trial_end(config_id: str, epoch: int, loss: float) -> None:
+        study.tell(asked.pop(config_id), loss)
+
+    return simulate(
+        [],
+        AsyncHyperband(52),
+        usd_per_device_hour=USD_PER_HOUR,
+        budget_usd=budget,
+        next_curve=next_curve,
+        on_trial_end=on_trial_end,
+    )
+
+
 def run_optuna(bench: LCBench, task: str, seed: int, budget: float) -> list[tuple[float, float]]:
     """(cumulative $, val CE) of every epoch Optuna's TPE + Hyperband pruner ran."""
     spent = 0.0
@@ -72,15 +115,7 @@ def run_optuna(bench: LCBench, task: str, seed: int, budget: float) -> list[tupl
 
     def objective(trial: optuna.Trial) -> float:
         nonlocal spent
-        config = {
-            "batch_size": trial.suggest_int("batch_size", 16, 512, log=True),
-            "learning_rate": trial.suggest_float("learning_rate", 1e-4, 1e-1, log=True),
-            "momentum": trial.suggest_float("momentum", 0.1, 0.99),
-            "weight_decay": trial.suggest_float("weight_decay", 1e-5, 1e-1, log=True),
-            "num_layers": trial.suggest_int("num_layers", 1, 5),
-            "max_units": trial.suggest_int("max_units", 64, 1024, log=True),
-            "max_dropout": trial.suggest_float("max_dropout", 0.0, 1.0),
-        }
+        config = suggest(trial)
         curve = curves_of(bench, task, [config])[0]
         loss = math.inf
         for epoch in range(1, curve.epochs + 1):
@@ -122,7 +157,7 @@ def main() -> None:
     parser.add_argument("--seeds", type=int, default=10)
     args = parser.parse_args()
     bench = LCBench(args.data_dir)
-    methods = ("grid", "random", "costtune-hb", "optuna-tpe-hb")
+    methods = ("grid", "random", "costtune-hb", "costtune-hb-tpe", "optuna-tpe-hb")
     # per method and target: successes, and cost-to-target / grid cost of each success
     results: dict[tuple[str, str], list[float | None]] = {}
     per_task_median: dict[tuple[str, str], list[float]] = {}
@@ -142,6 +177,7 @@ def main() -> None:
                 "costtune-hb": sim_trace(
                     simulate(stream, AsyncHyperband(52), usd_per_device_hour=USD_PER_HOUR, budget_usd=budget)
                 ),
+                "costtune-hb-tpe": sim_trace(run_costtune_tpe(bench, task, seed, budget)),
                 "optuna-tpe-hb": run_optuna(bench, task, seed, budget),
             }
             for method, trace in traces.items():

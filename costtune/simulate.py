@@ -12,7 +12,7 @@ from __future__ import annotations
 import heapq
 import math
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from costtune.curves import Curve
@@ -64,15 +64,28 @@ def simulate(
     usd_per_device_hour: float = 2.50,
     budget_usd: float | None = None,
     charge_decision_time: bool = True,
+    next_curve: Callable[[], Curve | None] | None = None,
+    on_trial_end: Callable[[str, int, float], None] | None = None,
 ) -> Simulation:
     """Run ``curves`` (in order) through ``policy`` and/or ``stopping`` on ``workers`` workers.
 
-    Without a policy every configuration trains to its last recorded epoch.
+    Without a policy every configuration trains to its last recorded epoch. With
+    ``next_curve`` (a searcher in the loop), configurations are drawn from it once
+    ``curves`` is used up; ``on_trial_end(config_id, last_epoch, last_loss)`` tells it how
+    each trial ended.
     """
     sim = Simulation()
     queue = list(curves)
     running: list[tuple[float, int, int, str]] = []  # (finish time, tiebreak, epoch, config)
     by_id = {c.config_id: c for c in curves}
+
+    def refill() -> bool:
+        if not queue and next_curve is not None:
+            curve = next_curve()
+            if curve is not None:
+                by_id[curve.config_id] = curve
+                queue.append(curve)
+        return bool(queue)
     spent_by_trial: dict[str, float] = {}
     sweep_usd = 0.0
     tiebreak = 0
@@ -85,7 +98,9 @@ def simulate(
         heapq.heappush(running, (now + curve.epoch_seconds[0], tiebreak, 1, curve.config_id))
         tiebreak += 1
 
-    for _ in range(min(workers, len(queue))):
+    for _ in range(workers):
+        if not refill():
+            break
         start(0.0)
     while running:
         now, _, epoch, config_id = heapq.heappop(running)
@@ -112,7 +127,9 @@ def simulate(
         out_of_money = budget_usd is not None and sweep_usd >= budget_usd
         if stop or out_of_money:
             sim.stopped_at[config_id] = epoch
-            if queue and not out_of_money:
+            if on_trial_end is not None:
+                on_trial_end(config_id, epoch, loss)
+            if not out_of_money and refill():
                 start(now)
         else:
             heapq.heappush(running, (now + curve.epoch_seconds[epoch], tiebreak, epoch + 1, config_id))

@@ -166,3 +166,19 @@ def test_lcbench_curves_follow_the_protocol() -> None:
     assert frame["val_loss"].between(0, 10).all() and frame["val_accuracy"].between(0, 1).all()
     with pytest.raises(ConfigError, match="unknown task"):
         LCBench(SHARED_LCBENCH).curves("167083", reference_grid()[:1])  # in the encoding, not the space
+
+
+def test_simulator_asks_a_searcher_and_tells_it_how_each_trial_ended(table_path) -> None:
+    curves = load_curves(str(table_path))
+    order = iter(["t3", "t0", "t4"])
+    told: list[tuple[str, int, float]] = []
+
+    def next_curve():
+        config_id = next(order, None)
+        return None if config_id is None else curves[config_id]
+
+    policy = AsyncHyperband(max_epochs=9, grace_epochs=1, eta=3, brackets=1, promotion="loss")
+    sim = simulate([], policy, next_curve=next_curve, on_trial_end=lambda *end: told.append(end))
+    assert [t for t, _, _ in told] == ["t3", "t0", "t4"]
+    assert sim.stopped_at == {"t3": 9, "t0": 1, "t4": 1}  # after t3, both are worse at rung 1
+    assert told[1] == ("t0", 1, pytest.approx(0.5))
