@@ -31,7 +31,7 @@ import numpy as np
 import optuna
 
 from costtune.curves import Curve, curves_from_frame
-from costtune.lcbench import LCBench, reference_grid
+from costtune.lcbench import LCBench, random_configs, reference_grid
 from costtune.policy import AsyncHyperband
 from costtune.simulate import simulate
 
@@ -39,30 +39,12 @@ DEV_TASKS = ("3945", "7593", "34539", "126025", "146212", "167190", "168330", "1
 USD_PER_HOUR = 2.50
 
 
-def sample_configs(rng: np.random.Generator, n: int) -> list[dict[str, float]]:
-    """The protocol's search space, parameters drawn in its order."""
-    out = []
-    for _ in range(n):
-        out.append(
-            {
-                "batch_size": round(math.exp(rng.uniform(math.log(16), math.log(512)))),
-                "learning_rate": math.exp(rng.uniform(math.log(1e-4), math.log(1e-1))),
-                "momentum": rng.uniform(0.1, 0.99),
-                "weight_decay": math.exp(rng.uniform(math.log(1e-5), math.log(1e-1))),
-                "num_layers": int(rng.integers(1, 6)),
-                "max_units": round(math.exp(rng.uniform(math.log(64), math.log(1024)))),
-                "max_dropout": rng.uniform(0.0, 1.0),
-            }
-        )
-    return out
-
-
 def curves_of(bench: LCBench, task: str, configs: list[dict[str, float]]) -> list[Curve]:
     return list(curves_from_frame(bench.curves(task, configs)).values())
 
 
 def top1_target(bench: LCBench, task: str) -> float:
-    configs = sample_configs(np.random.default_rng(12345), 2000)
+    configs = random_configs(2000, 12345)
     frame = bench.curves(task, configs, epochs=52)
     final = frame[frame["epoch"] == 52]["val_loss"].to_numpy()
     return float(np.percentile(final, 1))
@@ -168,7 +150,7 @@ def main() -> None:
         targets = {"GRID": grid_sim.best_loss, "TOP1": top1_target(bench, task)}
         task_ratios: dict[tuple[str, str], list[float | None]] = {}
         for seed in range(args.seeds):
-            stream = curves_of(bench, task, sample_configs(np.random.default_rng(1000 + seed), 600))
+            stream = curves_of(bench, task, random_configs(600, 1000 + seed))
             traces = {
                 "grid": sim_trace(grid_sim),
                 "random": sim_trace(

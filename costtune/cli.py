@@ -481,6 +481,48 @@ def replay(
     click.echo(f"saved: {saved:.0%} of the recorded cost")
 
 
+@main.command()
+@click.argument("task")
+@click.option(
+    "--out", type=click.Path(path_type=Path), required=True, help="curves table to write (.csv or .parquet)"
+)
+@click.option("--grid", "use_grid", is_flag=True, help="the protocol's 64-job reference grid")
+@click.option(
+    "--random", "n_random", type=click.IntRange(min=1), default=None, help="this many random configurations"
+)
+@click.option("--seed", type=int, default=0, show_default=True, help="for --random")
+@click.option(
+    "--data-dir",
+    type=click.Path(path_type=Path),
+    default=None,
+    help="the LCBench surrogate directory [default: $COSTTUNE_LCBENCH_DIR]",
+)
+def lcbench(
+    task: str, out: Path, use_grid: bool, n_random: int | None, seed: int, data_dir: Path | None
+) -> None:
+    """Write LCBench learning curves of TASK (an OpenML task id) as a recorded-curves table.
+
+    \b
+    costtune lcbench 3945 --grid --out grid3945.csv --data-dir ../shared/benchmarks/yahpo_lcbench
+    costtune replay grid3945.csv --workers 4
+    """
+    from costtune.lcbench import LCBench, random_configs, reference_grid
+
+    if use_grid == (n_random is not None):
+        _fail("lcbench: give exactly one of --grid or --random N", EXIT_USAGE)
+    try:
+        bench = LCBench(data_dir)
+        configs = reference_grid() if use_grid else random_configs(n_random or 0, seed)
+        frame = bench.curves(task, configs)
+    except ConfigError as exc:
+        _fail(str(exc), EXIT_USAGE)
+    if out.suffix in (".parquet", ".pq"):
+        frame.to_parquet(out, index=False)
+    else:
+        frame.to_csv(out, index=False)
+    click.echo(f"{len(configs)} configurations × 52 epochs of task {task} → {out}")
+
+
 def _fail(message: str, code: int) -> NoReturn:
     click.echo(f"costtune: error: {message}", err=True)
     sys.exit(code)

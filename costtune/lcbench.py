@@ -11,6 +11,7 @@ the surrogate's cumulative ``time`` (clipped at 0), one device per configuration
 from __future__ import annotations
 
 import json
+import math
 import os
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -99,3 +100,23 @@ def reference_grid() -> list[dict[str, float]]:
         for wd in (1e-5, 1e-4, 1e-3, 1e-2)
         for layers in (1, 2, 3, 4)
     ]
+
+
+def random_configs(n: int, seed: int = 0) -> list[dict[str, float]]:
+    """``n`` configurations drawn from the protocol's search space, parameters in its order
+    (weight decay log-uniform)."""
+    rng = np.random.default_rng(seed)
+    out = []
+    for _ in range(n):
+        out.append(
+            {
+                "batch_size": round(math.exp(rng.uniform(math.log(16), math.log(512)))),
+                "learning_rate": math.exp(rng.uniform(math.log(1e-4), math.log(1e-1))),
+                "momentum": rng.uniform(0.1, 0.99),
+                "weight_decay": math.exp(rng.uniform(math.log(1e-5), math.log(1e-1))),
+                "num_layers": int(rng.integers(1, 6)),
+                "max_units": round(math.exp(rng.uniform(math.log(64), math.log(1024)))),
+                "max_dropout": rng.uniform(0.0, 1.0),
+            }
+        )
+    return out

@@ -86,6 +86,7 @@ def simulate(
                 by_id[curve.config_id] = curve
                 queue.append(curve)
         return bool(queue)
+
     spent_by_trial: dict[str, float] = {}
     sweep_usd = 0.0
     tiebreak = 0

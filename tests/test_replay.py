@@ -182,3 +182,21 @@ def test_simulator_asks_a_searcher_and_tells_it_how_each_trial_ended(table_path)
     assert [t for t, _, _ in told] == ["t3", "t0", "t4"]
     assert sim.stopped_at == {"t3": 9, "t0": 1, "t4": 1}  # after t3, both are worse at rung 1
     assert told[1] == ("t0", 1, pytest.approx(0.5))
+
+
+@pytest.mark.skipif(
+    not SHARED_LCBENCH.is_dir(), reason="the shared LCBench surrogate is not beside this checkout"
+)
+def test_lcbench_cli_writes_a_table_that_replay_reads(tmp_path) -> None:
+    pytest.importorskip("onnxruntime")
+    out = tmp_path / "grid.csv"
+    made = CliRunner().invoke(
+        main, ["lcbench", "3945", "--grid", "--out", str(out), "--data-dir", str(SHARED_LCBENCH)]
+    )
+    assert made.exit_code == 0, made.output
+    assert len(load_curves(str(out))) == 64
+    replayed = CliRunner().invoke(main, ["replay", str(out), "--workers", "4", "--json"])
+    data = json.loads(replayed.output)
+    assert data["runs"]["costtune (hyperband)"]["cost_usd"] < data["runs"]["recorded"]["cost_usd"]
+    both = CliRunner().invoke(main, ["lcbench", "3945", "--grid", "--random", "3", "--out", str(out)])
+    assert both.exit_code == 2
