@@ -120,8 +120,10 @@ def test_cost_aware_hyperband_in_a_plain_tuner_maximising(ray_session, tmp_path)
     )
     results = tuner.fit()
     epochs = {r.config["quality"]: r.metrics["training_iteration"] for r in results}
-    # one worker, rising quality: each new trial is the best so far, so every trial goes on
-    assert epochs == dict.fromkeys([0.1, 0.2, 0.3, 0.4, 0.5, 0.6], 9)
+    # mode max: the highest score is the best; it always goes on, and trials stop only at
+    # the rung (epoch 1; rungs at 1 and 3 in a 9-epoch sweep, η = 3) or at the end
+    assert epochs[0.6] == 9
+    assert set(epochs.values()) <= {1, 3, 9}
 
 
 def test_cost_aware_hyperband_prunes_worse_trials_in_a_plain_tuner(ray_session, tmp_path) -> None:
@@ -145,8 +147,12 @@ def test_cost_aware_hyperband_prunes_worse_trials_in_a_plain_tuner(ray_session, 
         run_config=tune.RunConfig(storage_path=str(tmp_path), verbose=0),
     )
     epochs = {r.config["badness"]: r.metrics["training_iteration"] for r in tuner.fit()}
-    # the best comes first: every later, worse trial is cut at the first rung (epoch 1)
-    assert epochs == {0.1: 9, 0.5: 1, 0.6: 1, 0.7: 1, 0.8: 1, 0.9: 1}
+    # the best trial always goes on; a worse one goes on only when it reaches a rung while
+    # still among the first 1/3 there (Tune does not promise the start order, so which ones
+    # are cut depends on it; the exact decisions are checked against the pure policy on the
+    # ledger's arrival order in test_ray_adapter_decides_exactly_what_the_pure_policy_decides)
+    assert epochs[0.1] == 9
+    assert set(epochs.values()) <= {1, 3, 9}  # rungs at 1 and 3, or the end
 
 
 def test_a_users_own_module_function_trainable(ray_session, tmp_path) -> None:
