@@ -16,6 +16,7 @@ from costtune.policy.stopping import (
 )
 from costtune.policy.successive_halving import (
     PromotionRule,
+    Rung,
     RungEntry,
     is_promotable,
     max_bracket_index,
@@ -32,6 +33,7 @@ __all__ = [
     "Member",
     "Mutation",
     "PromotionRule",
+    "Rung",
     "RungEntry",
     "StopReason",
     "StoppingRule",

@@ -19,6 +19,7 @@ from costtune.errors import ConfigError
 from costtune.policy.decisions import Decision, StopReason
 from costtune.policy.successive_halving import (
     PromotionRule,
+    Rung,
     RungEntry,
     is_promotable,
     max_bracket_index,
@@ -79,8 +80,8 @@ class AsyncHyperband:
         self.rungs_by_bracket = [rung_epochs(grace_epochs, eta, max_epochs, b) for b in range(brackets)]
         self._weights = bracket_weights(brackets, eta)
         self._wrr = [0] * brackets
-        self.rungs: list[dict[int, dict[str, RungEntry]]] = [
-            {epochs: {} for epochs in ladder} for ladder in self.rungs_by_bracket
+        self.rungs: list[dict[int, Rung]] = [
+            {epochs: Rung() for epochs in ladder} for ladder in self.rungs_by_bracket
         ]
         self.trials: dict[str, TrialState] = {}
         #: bumped whenever the state changes in a way a resumed sweep must not lose
@@ -117,7 +118,7 @@ class AsyncHyperband:
             rung = self.rungs[state.bracket][rung_at]
             if epoch < rung_at or trial_id in rung:
                 continue
-            rung[trial_id] = RungEntry(loss=float(loss), cost_usd=float(cost_usd))
+            rung.record(trial_id, RungEntry(loss=float(loss), cost_usd=float(cost_usd)))
             self.version += 1
             if not is_promotable(trial_id, rung, self.eta, self.promotion):
                 state.stop_reason = StopReason.RUNG_PRUNED
@@ -163,6 +164,6 @@ class AsyncHyperband:
             for k, v in state["trials"].items()
         }
         self.rungs = [
-            {int(at): {t: RungEntry(*e) for t, e in rung.items()} for at, rung in b.items()}
+            {int(at): Rung((t, RungEntry(*e)) for t, e in rung.items()) for at, rung in b.items()}
             for b in state["rungs"]
         ]

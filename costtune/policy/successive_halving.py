@@ -24,8 +24,9 @@ rung almost purely by cost and halve the share of runs that reach a good model
 
 from __future__ import annotations
 
+import bisect
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from enum import Enum
 
@@ -44,6 +45,86 @@ class RungEntry:
 
     loss: float
     cost_usd: float
+
+
+class Rung(Mapping[str, RungEntry]):
+    """The trials recorded at one rung, kept in promotion order for O(log n) look-ups.
+
+    A read-only mapping (trial id → :class:`RungEntry`) plus :meth:`record`. Entries are
+    held sorted by (loss, id) in blocks of a few hundred, each block with its dollar sum, so
+    that the weight ranked ahead of a trial is a bisection, a sum over block totals and a
+    sum inside one block — instead of a pass over the whole rung per arrival. The answers
+    are those of :func:`is_promotable` on a plain dict (property test).
+    """
+
+    _BLOCK = 256
+
+    def __init__(self, entries: Iterable[tuple[str, RungEntry]] = ()) -> None:
+        self._entries: dict[str, RungEntry] = {}
+        self._keys: list[list[tuple[float, str]]] = []  # blocks of sorted (loss key, id)
+        self._weights: list[list[float]] = []  # the dollars of each key, same layout
+        self._maxes: list[tuple[float, str]] = []  # each block's last key
+        self._block_weight: list[float] = []
+        self._block_len: list[int] = []
+        self.total_weight = 0.0
+        for trial_id, entry in entries:
+            self.record(trial_id, entry)
+
+    def __getitem__(self, trial_id: str) -> RungEntry:
+        return self._entries[trial_id]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._entries)
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+    def __contains__(self, trial_id: object) -> bool:
+        return trial_id in self._entries
+
+    def record(self, trial_id: str, entry: RungEntry) -> None:
+        """Add a trial that reached this rung (once per trial)."""
+        if trial_id in self._entries:
+            raise ValueError(f"trial {trial_id!r} is already recorded at this rung")
+        self._entries[trial_id] = entry
+        key = (_key(entry.loss), trial_id)
+        weight = max(entry.cost_usd, 0.0)
+        self.total_weight += weight
+        if not self._keys:
+            self._keys.append([key])
+            self._weights.append([weight])
+            self._maxes.append(key)
+            self._block_weight.append(weight)
+            self._block_len.append(1)
+            return
+        b = min(bisect.bisect_left(self._maxes, key), len(self._keys) - 1)
+        keys = self._keys[b]
+        pos = bisect.bisect_left(keys, key)
+        keys.insert(pos, key)
+        self._weights[b].insert(pos, weight)
+        self._maxes[b] = keys[-1]
+        self._block_weight[b] += weight
+        self._block_len[b] += 1
+        if len(keys) > 2 * self._BLOCK:
+            self._split(b)
+
+    def _split(self, b: int) -> None:
+        keys, weights = self._keys[b], self._weights[b]
+        half = len(keys) // 2
+        self._keys[b : b + 1] = [keys[:half], keys[half:]]
+        self._weights[b : b + 1] = [weights[:half], weights[half:]]
+        self._maxes[b : b + 1] = [keys[half - 1], keys[-1]]
+        self._block_weight[b : b + 1] = [sum(weights[:half]), sum(weights[half:])]
+        self._block_len[b : b + 1] = [half, len(keys) - half]
+
+    def ahead(self, trial_id: str) -> tuple[int, float]:
+        """How many trials, and how many dollars, rank ahead of ``trial_id`` (by loss, then id)."""
+        key = (_key(self._entries[trial_id].loss), trial_id)
+        b = bisect.bisect_left(self._maxes, key)
+        pos = bisect.bisect_left(self._keys[b], key)
+        count = sum(self._block_len[:b]) + pos
+        weight = sum(self._block_weight[:b]) + sum(self._weights[b][:pos])
+        return count, weight
 
 
 def validate_geometry(grace_epochs: int, eta: int, max_epochs: int) -> None:
@@ -120,9 +201,14 @@ def is_promotable(
         return False
     if rule is PromotionRule.PARETO:
         return _pareto_promotable(trial_id, rung, eta)
+    by_cost = rule is PromotionRule.COST_SHARE
+    if isinstance(rung, Rung):
+        count, weight = rung.ahead(trial_id)
+        if by_cost and rung.total_weight > 0:
+            return weight < rung.total_weight / eta
+        return count < len(rung) / eta
     # One pass, no sort: the weight of the trials ranked ahead of this one (by loss, ties by
     # id) against the rung's total — the same answer as walking the sorted rung, in O(n).
-    by_cost = rule is PromotionRule.COST_SHARE
     key = (_key(me.loss), trial_id)
     ahead = total = 0.0
     for other_id, entry in rung.items():

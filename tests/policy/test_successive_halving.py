@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import math
+import random
 
 import pytest
 from hypothesis import given
@@ -9,6 +10,7 @@ from hypothesis import strategies as st
 from costtune.errors import ConfigError
 from costtune.policy import (
     PromotionRule,
+    Rung,
     RungEntry,
     is_promotable,
     max_bracket_index,
@@ -113,3 +115,49 @@ def test_cost_never_outranks_quality(points, eta, rule) -> None:
     weight = (lambda t: rung[t].cost_usd) if rule is PromotionRule.COST_SHARE else (lambda t: 1.0)
     before_last = sum(weight(t) for t in by_loss[: len(promoted) - 1])
     assert before_last < sum(weight(t) for t in rung) / eta
+
+
+@given(
+    st.lists(
+        st.tuples(
+            st.one_of(st.integers(0, 30).map(float), st.just(math.nan)),  # ties and NaNs on purpose
+            st.integers(0, 50).map(float),  # whole dollars: both ways of summing are exact
+        ),
+        min_size=1,
+        max_size=700,  # past two block splits
+    ),
+    st.integers(2, 6),
+    st.sampled_from([PromotionRule.LOSS, PromotionRule.COST_SHARE]),
+)
+def test_rung_answers_like_the_plain_dict_at_every_arrival(points, eta, rule) -> None:
+    """The block-sorted Rung gives the one-pass answer for each trial as it arrives."""
+    fast, plain = Rung(), {}
+    for i, (loss, cost) in enumerate(points):
+        trial, entry = f"t{i:04d}", RungEntry(loss, cost)
+        fast.record(trial, entry)
+        plain[trial] = entry
+        assert is_promotable(trial, fast, eta, rule) == is_promotable(trial, plain, eta, rule)
+    assert dict(fast) == plain
+
+
+def test_rung_records_a_trial_once() -> None:
+    rung = Rung([("a", RungEntry(0.1, 1.0))])
+    with pytest.raises(ValueError, match="already recorded"):
+        rung.record("a", RungEntry(0.2, 1.0))
+
+
+def test_rung_past_many_block_splits_matches_the_plain_dict() -> None:
+    rng = random.Random(7)
+    fast, plain = Rung(), {}
+    for i in range(3000):  # seven block splits
+        trial, entry = f"t{i}", RungEntry(float(rng.randint(0, 500)), float(rng.randint(0, 9)))
+        fast.record(trial, entry)
+        plain[trial] = entry
+        if i % 37 == 0:
+            for rule in (PromotionRule.LOSS, PromotionRule.COST_SHARE):
+                assert is_promotable(trial, fast, 5, rule) == is_promotable(trial, plain, 5, rule)
+    assert len(fast._keys) >= 8
+    for probe in rng.sample(sorted(plain), 50):
+        assert fast.ahead(probe)[0] == sum(
+            (e.loss, t) < (plain[probe].loss, probe) for t, e in plain.items()
+        )
