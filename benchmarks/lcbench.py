@@ -1,56 +1,188 @@
 """costtune against its peers on LCBench learning curves (../shared/benchmarks/PROTOCOL.md).
 
-One command: `.venv/bin/python benchmarks/lcbench.py --data-dir ../shared/benchmarks/yahpo_lcbench
-[--tasks 3945,7593,...] [--seeds 10]`. Prints one table.
+One command, one table:
 
-Methods (one worker each; every epoch charged its surrogate seconds at $2.50/h; budget =
-the 64-job reference grid's cost; targets: GRID = the grid's best epoch-52 val CE, TOP1 =
-the 1st percentile of epoch-52 val CE over 2,000 random configurations, rng 12345):
-- grid: the 64-job grid, every job to epoch 52, no stopping;
-- random: random search, every trial to epoch 52;
-- costtune-hb: random sampling + costtune's CostAwareHyperBand policy (defaults: grace 5,
-  eta 5, all brackets, cost-share promotion), on the pure-core simulator;
-- costtune-hb-tpe: the same policy with Optuna's TPE in the loop (ask a configuration
-  when a worker frees up, tell it the loss the trial ended with — at its last rung for a
-  pruned trial);
-- optuna-tpe-hb: Optuna's TPESampler + HyperbandPruner, run through Optuna itself
-  (a fixed study name per task and seed, so brackets are reproducible).
+    .venv/bin/python benchmarks/lcbench.py --data-dir ../shared/benchmarks/yahpo_lcbench
 
-Not yet here (next increments): Ray Tune ASHA / HyperBand through Ray with the replay
-trainable, marginal-ROI stopping and PBT.
+Every method runs on the same tasks and seeds with one worker; every epoch is charged its
+surrogate seconds at $2.50/h; the budget of a run is the 64-job reference grid's cost.
+Targets per task: GRID = the grid's best epoch-52 val CE; TOP1 = the 1st percentile of
+epoch-52 val CE over 2,000 random configurations (rng 12345). Methods (``--methods``):
+
+- ``grid``: the 64-job grid, every job to epoch 52;
+- ``random``: random search (seed → a fixed configuration stream), every trial to epoch 52;
+- ``costtune-hb``: that same stream through costtune's CostAwareHyperBand policy (defaults:
+  grace 5, η 5, all brackets, cost-share promotion) on the pure-core simulator;
+- ``costtune-hb-tpe``: the same policy with Optuna's TPE asked and told in the loop —
+  costtune's default sweep; the reference the paired tests compare every method with;
+- ``costtune-roi-tpe``: TPE with the marginal-ROI stopper only (no rungs);
+- ``costtune-hb-roi-tpe``: CostAwareHyperBand and the marginal-ROI stopper together;
+- ``costtune-hb-patience-tpe``: CostAwareHyperBand and the stopper's patience rule alone;
+- ``costtune-pbt``: costtune's PBT decisions (population 8, every 4 epochs, bottom 25% copy a
+  top-25% donor, cheaper donors likelier), random initial configurations from the stream;
+  an approximation on a surrogate — see :func:`run_pbt`;
+- ``optuna-tpe-hb``: Optuna's TPESampler + HyperbandPruner through ``study.optimize``;
+- ``ray-asha``, ``ray-asha-rf5``, ``ray-hyperband``: Ray Tune's ASHAScheduler (defaults;
+  reduction factor 5) and HyperBandScheduler run by Ray Tune itself on the replay trainable,
+  on the same configuration stream as ``random`` / ``costtune-hb`` (a grid search over the
+  stream's ids, one trial at a time).
+
+A variant of a costtune method takes a suffix: ``costtune-hb-tpe:g1e3b1pl`` = grace 1,
+η 3, one bracket, promotion by loss (``pc`` cost share, ``pp`` Pareto).
+
+Per run: dollars to each target (a failure when not reached within the budget), the
+relative regret at budget ((best val CE seen − the best val CE at any epoch of the 2,000
+random and 64 grid configurations) ÷ that best), and the oracle floor (the cheapest 52-epoch run among
+those configurations reaching the target). ``--out`` keeps every run as CSV; ``--from``
+re-prints the table of earlier CSVs (for example a Ray subset merged with the rest).
 """
 
 from __future__ import annotations
 
 import argparse
+import csv
 import dataclasses
 import math
+import os
+import random
+import re
 import statistics
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
 
 import numpy as np
-import optuna
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from paired import geo_mean, mcnemar, sign_test
 
 from costtune.curves import Curve, curves_from_frame
 from costtune.lcbench import LCBench, random_configs, reference_grid
-from costtune.policy import AsyncHyperband
+from costtune.policy import (
+    AsyncHyperband,
+    MarginalRoiStopping,
+    Member,
+    Mutation,
+    StoppingRule,
+    choose_donor,
+    explore,
+    quantiles,
+)
 from costtune.simulate import simulate
 
 DEV_TASKS = ("3945", "7593", "34539", "126025", "146212", "167190", "168330", "189909")
 USD_PER_HOUR = 2.50
+REFERENCE = "costtune-hb-tpe"
+DEFAULT_METHODS = (
+    "grid",
+    "random",
+    "costtune-hb",
+    "costtune-hb-tpe",
+    "costtune-roi-tpe",
+    "costtune-hb-roi-tpe",
+    "costtune-pbt",
+    "optuna-tpe-hb",
+)
+RAY_METHODS = ("ray-asha", "ray-asha-rf5", "ray-hyperband")
+TARGETS = ("GRID", "TOP1")
+#: the marginal-ROI stopper used on LCBench: stop a trial whose 5-epoch median val CE fell
+#: by less than 0.5 per device-hour (≈ 0.0007 per 5 s epoch), or after 10 epochs without
+#: a 0.001 improvement
+ROI_RULE = StoppingRule(
+    patience_epochs=10, min_delta=1e-3, min_slope_per_device_hour=0.5, window_epochs=5, min_epochs=5
+)
+
+#: patience alone (no slope threshold), to tell which half of ROI_RULE does the work
+PATIENCE_RULE = StoppingRule(patience_epochs=10, min_delta=1e-3, window_epochs=5, min_epochs=5)
+
+Trace = list[tuple[float, float]]  # (cumulative $, val CE) of every epoch in the order run
 
 
-def curves_of(bench: LCBench, task: str, configs: list[dict[str, float]]) -> list[Curve]:
-    return list(curves_from_frame(bench.curves(task, configs)).values())
+@dataclass
+class Task:
+    name: str
+    budget: float
+    grid_trace: Trace
+    targets: dict[str, float]
+    floor: dict[str, float]  # oracle floor $ per target
+    best_known: float
 
 
-def top1_target(bench: LCBench, task: str) -> float:
-    configs = random_configs(2000, 12345)
-    frame = bench.curves(task, configs, epochs=52)
-    final = frame[frame["epoch"] == 52]["val_loss"].to_numpy()
-    return float(np.percentile(final, 1))
+_BENCH: LCBench | None = None
 
 
-def suggest(trial: optuna.Trial) -> dict[str, float]:
+def bench(data_dir: str | None = None) -> LCBench:
+    global _BENCH
+    if _BENCH is None:
+        _BENCH = LCBench(data_dir)
+    return _BENCH
+
+
+def curves_of(task: str, configs: list[dict[str, float]], prefix: str = "") -> list[Curve]:
+    curves = list(curves_from_frame(bench().curves(task, configs)).values())
+    return [dataclasses.replace(c, config_id=f"{prefix}{c.config_id}") for c in curves] if prefix else curves
+
+
+def prepare(task: str) -> Task:
+    grid = curves_of(task, reference_grid(), prefix="grid-")
+    pool = curves_of(task, random_configs(2000, 12345), prefix="pool-")
+    grid_sim = simulate(grid, None, usd_per_device_hour=USD_PER_HOUR, charge_decision_time=False)
+    finals = np.array([c.val_loss[-1] for c in pool])
+    targets = {"GRID": grid_sim.best_loss, "TOP1": float(np.percentile(finals, 1))}
+    candidates = pool + grid
+    floor = {}
+    for name, target in targets.items():
+        full_costs = [
+            c.seconds_until(c.epochs) / 3600 * USD_PER_HOUR for c in candidates if c.val_loss[-1] <= target
+        ]
+        floor[name] = min(full_costs)
+    return Task(
+        name=task,
+        budget=grid_sim.total_usd,
+        grid_trace=[(e.sweep_usd, e.val_loss) for e in grid_sim.epochs],
+        targets=targets,
+        floor=floor,
+        best_known=float(min(c.val_loss.min() for c in candidates)),
+    )
+
+
+def random_stream(task: str, seed: int, chunk: int = 100) -> Iterator[Curve]:
+    """Seed ``seed``'s random configurations, evaluated by the surrogate a chunk at a time."""
+    configs = random_configs(20_000, 1000 + seed)
+    for start in range(0, len(configs), chunk):
+        yield from curves_of(task, configs[start : start + chunk], prefix=f"s{seed}-{start}-")
+
+
+# ----------------------------------------------------------------------- methods
+def parse_variant(method: str) -> tuple[str, dict[str, Any]]:
+    """``costtune-hb-tpe:g1e3b1pl`` → ("costtune-hb-tpe", {grace_epochs: 1, eta: 3, ...}).
+
+    ``x`` (TPE methods): a trial that ended before epoch 52 is told to TPE as PRUNED with
+    its last loss as an intermediate value (Optuna's way), not as a COMPLETE trial.
+    """
+    base, _, spec = method.partition(":")
+    kwargs: dict[str, Any] = {}
+    if "x" in spec:
+        kwargs["tell_pruned"] = True
+    for key, value in re.findall(r"([gebp])([0-9]+|[lcp])", spec):
+        if key == "p":
+            kwargs["promotion"] = {"l": "loss", "c": "cost_share", "p": "pareto"}[value]
+        else:
+            kwargs[{"g": "grace_epochs", "e": "eta", "b": "brackets"}[key]] = int(value)
+    return base, kwargs
+
+
+def sim_trace(sim) -> Trace:  # type: ignore[no-untyped-def]
+    return [(e.sweep_usd, e.val_loss) for e in sim.epochs]
+
+
+def suggest(trial) -> dict[str, float]:  # type: ignore[no-untyped-def]
     return {
         "batch_size": trial.suggest_int("batch_size", 16, 512, log=True),
         "learning_rate": trial.suggest_float("learning_rate", 1e-4, 1e-1, log=True),
@@ -62,49 +194,130 @@ def suggest(trial: optuna.Trial) -> dict[str, float]:
     }
 
 
-def run_costtune_tpe(bench: LCBench, task: str, seed: int, budget: float):  # type: ignore[no-untyped-def]
-    """costtune's CostAwareHyperBand policy on the simulator, TPE asked and told in the loop."""
+def run_tpe_loop(
+    task: Task,
+    seed: int,
+    policy: AsyncHyperband | None,
+    stopping: MarginalRoiStopping | None,
+    tell_pruned: bool = False,
+) -> Trace:
+    """A costtune policy on the simulator with Optuna's TPE asked and told in the loop."""
+    import optuna
+
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     study = optuna.create_study(
-        study_name=f"costtune-{task}-{seed}", sampler=optuna.samplers.TPESampler(seed=seed)
+        study_name=f"costtune-{task.name}-{seed}", sampler=optuna.samplers.TPESampler(seed=seed)
     )
     asked: dict[str, optuna.Trial] = {}
 
     def next_curve() -> Curve:
         trial = study.ask()
-        curve = dataclasses.replace(curves_of(bench, task, [suggest(trial)])[0], config_id=f"t{trial.number}")
+        curve = curves_of(task.name, [suggest(trial)], prefix=f"t{trial.number}-")[0]
         asked[curve.config_id] = trial
         return curve
 
     def on_trial_end(config_id: str, epoch: int, loss: float) -> None:
-        study.tell(asked.pop(config_id), loss)
+        trial = asked.pop(config_id)
+        if tell_pruned and epoch < 52:
+            trial.report(loss, epoch)
+            study.tell(trial, state=optuna.trial.TrialState.PRUNED)
+        else:
+            study.tell(trial, loss)
 
-    return simulate(
-        [],
-        AsyncHyperband(52),
-        usd_per_device_hour=USD_PER_HOUR,
-        budget_usd=budget,
-        next_curve=next_curve,
-        on_trial_end=on_trial_end,
+    return sim_trace(
+        simulate(
+            [],
+            policy,
+            stopping=stopping,
+            usd_per_device_hour=USD_PER_HOUR,
+            budget_usd=task.budget,
+            next_curve=next_curve,
+            on_trial_end=on_trial_end,
+        )
     )
 
 
-def run_optuna(bench: LCBench, task: str, seed: int, budget: float) -> list[tuple[float, float]]:
-    """(cumulative $, val CE) of every epoch Optuna's TPE + Hyperband pruner ran."""
+def run_stream(task: Task, seed: int, policy: AsyncHyperband | None) -> Trace:
+    stream = random_stream(task.name, seed)
+    return sim_trace(
+        simulate(
+            [],
+            policy,
+            usd_per_device_hour=USD_PER_HOUR,
+            budget_usd=task.budget,
+            next_curve=lambda: next(stream),
+        )
+    )
+
+
+PBT_MUTATIONS = {
+    "batch_size": Mutation("logint", 16, 512),
+    "learning_rate": Mutation("loguniform", 1e-4, 1e-1),
+    "momentum": Mutation("uniform", 0.1, 0.99),
+    "weight_decay": Mutation("loguniform", 1e-5, 1e-1),
+    "num_layers": Mutation("int", 1, 5),
+    "max_units": Mutation("logint", 64, 1024),
+    "max_dropout": Mutation("uniform", 0.0, 1.0),
+}
+
+
+def run_pbt(task: Task, seed: int, population: int = 8, interval: int = 4) -> Trace:
+    """costtune's PBT decisions (policy/pbt.py: quantiles, cheaper donors likelier, explore).
+
+    An approximation the surrogate forces: it predicts a curve per fixed configuration, so a
+    member that exploits a donor at epoch e and explores a new configuration continues on
+    the new configuration's curve from epoch e + 1 (its history is taken to matter only
+    through the epoch count). Generations run round-robin on one worker; when a population
+    reaches epoch 52 with budget left, a fresh population starts from the stream.
+    """
+    rng = random.Random(seed)
+    stream = random_stream(task.name, seed)
     spent = 0.0
-    trace: list[tuple[float, float]] = []
+    trace: Trace = []
+    while spent < task.budget:
+        members = {f"m{i}": next(stream) for i in range(population)}
+        epoch = 0
+        while epoch < 52 and spent < task.budget:
+            last = min(epoch + interval, 52)
+            losses: dict[str, float] = {}
+            for name, curve in members.items():
+                for e in range(epoch + 1, last + 1):
+                    spent += curve.epoch_seconds[e - 1] / 3600 * USD_PER_HOUR
+                    losses[name] = float(curve.val_loss[e - 1])
+                    trace.append((spent, losses[name]))
+                    if spent >= task.budget:
+                        return trace
+            epoch = last
+            per_epoch = {
+                n: float(c.epoch_seconds[:epoch].mean()) / 3600 * USD_PER_HOUR for n, c in members.items()
+            }
+            ranked = [Member(n, losses[n], per_epoch[n]) for n in members]
+            bottom, top = quantiles(ranked, 0.25)
+            top_members = [m for m in ranked if m.trial_id in top]
+            for name in bottom:
+                donor = choose_donor(top_members, rng)
+                config, _ = explore(members[donor].hyperparameters, PBT_MUTATIONS, rng)
+                members[name] = curves_of(task.name, [config], prefix=f"pbt-{name}-{epoch}-")[0]
+    return trace
+
+
+def run_optuna(task: Task, seed: int) -> Trace:
+    """Optuna's TPE + HyperbandPruner, run by Optuna itself."""
+    import optuna
+
+    spent = 0.0
+    trace: Trace = []
     optuna.logging.set_verbosity(optuna.logging.WARNING)
 
     def objective(trial: optuna.Trial) -> float:
         nonlocal spent
-        config = suggest(trial)
-        curve = curves_of(bench, task, [config])[0]
+        curve = curves_of(task.name, [suggest(trial)])[0]
         loss = math.inf
         for epoch in range(1, curve.epochs + 1):
             spent += curve.epoch_seconds[epoch - 1] / 3600 * USD_PER_HOUR
             loss = float(curve.val_loss[epoch - 1])
             trace.append((spent, loss))
-            if spent >= budget:
+            if spent >= task.budget:
                 trial.study.stop()
                 return loss
             trial.report(loss, epoch)
@@ -113,81 +326,234 @@ def run_optuna(bench: LCBench, task: str, seed: int, budget: float) -> list[tupl
         return loss
 
     study = optuna.create_study(
-        study_name=f"lcbench-{task}-{seed}",
+        study_name=f"lcbench-{task.name}-{seed}",
         sampler=optuna.samplers.TPESampler(seed=seed),
         pruner=optuna.pruners.HyperbandPruner(min_resource=1, max_resource=52),
     )
-    study.optimize(objective, n_trials=5000)
+    study.optimize(objective, n_trials=100_000)
     return trace
 
 
-def cost_to(trace: list[tuple[float, float]], target: float) -> float | None:
-    for usd, loss in trace:
-        if loss <= target:
-            return usd
-    return None
+def run_ray(task: Task, seed: int, method: str, stream_length: int = 1500) -> Trace:
+    """A Ray Tune scheduler run by Ray Tune on the replay trainable, one trial at a time."""
+    from ray import tune
+    from ray.tune.schedulers import ASHAScheduler, HyperBandScheduler
+
+    from costtune.trainables.replay import replay
+
+    scheduler = {
+        "ray-asha": lambda: ASHAScheduler(max_t=52),
+        "ray-asha-rf5": lambda: ASHAScheduler(max_t=52, reduction_factor=5),
+        "ray-hyperband": lambda: HyperBandScheduler(max_t=52),
+    }[method]()
+
+    class Budget(tune.Stopper):
+        def __init__(self) -> None:
+            self.spent = 0.0
+            self.trace: Trace = []
+
+        def __call__(self, trial_id: str, result: dict) -> bool:
+            self.spent += result["sim_epoch_seconds"] / 3600 * USD_PER_HOUR
+            self.trace.append((self.spent, float(result["val_loss"])))
+            return False
+
+        def stop_all(self) -> bool:
+            return self.spent >= task.budget
+
+    stream = random_stream(task.name, seed)
+    curves = [next(stream) for _ in range(stream_length)]
+    budget = Budget()
+    with tempfile.TemporaryDirectory() as tmp:
+        path = os.path.join(tmp, "curves.parquet")
+        bench().curves(task.name, [c.hyperparameters for c in curves]).assign(
+            config_id=np.repeat([c.config_id for c in curves], 52)
+        ).to_parquet(path)
+        tuner = tune.Tuner(
+            replay,
+            param_space={"curves": path, "config_id": tune.grid_search([c.config_id for c in curves])},
+            tune_config=tune.TuneConfig(
+                metric="val_loss", mode="min", scheduler=scheduler, max_concurrent_trials=1
+            ),
+            run_config=tune.RunConfig(
+                storage_path=tmp,
+                stop=budget,
+                verbose=0,
+                checkpoint_config=tune.CheckpointConfig(num_to_keep=None),
+            ),
+        )
+        tuner.fit()
+    if budget.spent < task.budget:
+        print(
+            f"warning: {method} used up the {stream_length}-configuration stream before the budget",
+            flush=True,
+        )
+    return budget.trace
 
 
-def sim_trace(sim) -> list[tuple[float, float]]:  # type: ignore[no-untyped-def]
-    return [(e.sweep_usd, e.val_loss) for e in sim.epochs]
+def run_method(task: Task, seed: int, method: str) -> Trace:
+    base, kwargs = parse_variant(method)
+    tell_pruned = bool(kwargs.pop("tell_pruned", False))
+    if base == "grid":
+        return task.grid_trace
+    if base == "random":
+        return run_stream(task, seed, None)
+    if base == "costtune-hb":
+        return run_stream(task, seed, AsyncHyperband(52, **kwargs))
+    if base == "costtune-hb-tpe":
+        return run_tpe_loop(task, seed, AsyncHyperband(52, **kwargs), None, tell_pruned)
+    if base == "costtune-roi-tpe":
+        return run_tpe_loop(task, seed, None, MarginalRoiStopping(ROI_RULE), tell_pruned)
+    if base == "costtune-hb-roi-tpe":
+        rule = MarginalRoiStopping(ROI_RULE)
+        return run_tpe_loop(task, seed, AsyncHyperband(52, **kwargs), rule, tell_pruned)
+    if base == "costtune-hb-patience-tpe":
+        rule = MarginalRoiStopping(PATIENCE_RULE)
+        return run_tpe_loop(task, seed, AsyncHyperband(52, **kwargs), rule, tell_pruned)
+    if base == "costtune-pbt":
+        return run_pbt(task, seed)
+    if base == "optuna-tpe-hb":
+        return run_optuna(task, seed)
+    if base in RAY_METHODS:
+        return run_ray(task, seed, base)
+    raise SystemExit(f"--methods: unknown method {method!r}")
+
+
+# ----------------------------------------------------------------------- measuring
+def measure(task: Task, seed: int, method: str) -> dict[str, Any]:
+    started = time.perf_counter()
+    trace = run_method(task, seed, method)
+    row: dict[str, Any] = {"method": method, "task": task.name, "seed": seed}
+    for name, target in task.targets.items():
+        usd = next((u for u, loss in trace if loss <= target), math.inf)
+        row[f"usd_{name}"] = usd if usd <= task.budget else math.inf
+        row[f"floor_{name}"] = task.floor[name]
+    best = min((loss for u, loss in trace if u <= task.budget), default=math.inf)
+    row["budget"] = task.budget
+    row["spent"] = trace[-1][0] if trace else 0.0
+    row["regret"] = (best - task.best_known) / task.best_known
+    row["seconds"] = time.perf_counter() - started
+    return row
+
+
+def measure_task(args: tuple[str, str | None, list[int], list[str]]) -> list[dict[str, Any]]:
+    task_name, data_dir, seeds, methods = args
+    bench(data_dir)
+    task = prepare(task_name)
+    rows = [measure(task, seed, method) for seed in seeds for method in methods]
+    print(
+        f"task {task_name}: budget ${task.budget:.2f}, "
+        + ", ".join(f"{t} {task.targets[t]:.4f} (oracle floor ${task.floor[t]:.3f})" for t in TARGETS),
+        flush=True,
+    )
+    return rows
+
+
+# ----------------------------------------------------------------------- the table
+def summarise(rows: list[dict[str, Any]], reference: str = REFERENCE) -> str:
+    methods = list(dict.fromkeys(str(r["method"]) for r in rows))
+    by = {(str(r["method"]), str(r["task"]), int(r["seed"])): r for r in rows}
+    out = []
+    for target in TARGETS:
+        out.append(
+            f"\nTarget {target}. success: runs reaching it within the budget; cost/grid: geometric mean over "
+            "tasks of the per-task median cost-to-target ÷ grid cost (tasks with a success); ×floor: median "
+            "cost-to-target ÷ oracle floor; regret: median relative regret at budget; vs "
+            f"{reference}: paired over (task, seed) — sign test on cost (failure = ∞): "
+            f"{reference} cheaper/dearer, p; "
+            f"McNemar on success: only {reference} / only this method reached it, p."
+        )
+        out.append(
+            "| method | success | cost/grid (tasks) | ×floor | regret | sign W/L p | McNemar b/c p |\n"
+            "|---|---:|---:|---:|---:|---:|---:|"
+        )
+        for method in methods:
+            mine = [r for r in rows if r["method"] == method]
+            costs = [float(r[f"usd_{target}"]) for r in mine]
+            ok = [c for c in costs if math.isfinite(c)]
+            tasks = sorted({str(r["task"]) for r in mine})
+            medians = []
+            for t in tasks:
+                reached = [float(r[f"usd_{target}"]) / float(r["budget"]) for r in mine if r["task"] == t]
+                reached = [c for c in reached if math.isfinite(c)]
+                if reached:
+                    medians.append(statistics.median(reached))
+            floor = [
+                float(r[f"usd_{target}"]) / float(r[f"floor_{target}"])
+                for r in mine
+                if math.isfinite(float(r[f"usd_{target}"]))
+            ]
+            regret = statistics.median(float(r["regret"]) for r in mine)
+            versus = "—"
+            success = "—"
+            if method != reference:
+                pairs = [(by.get((reference, str(r["task"]), int(r["seed"]))), r) for r in mine]
+                pairs = [(a, b) for a, b in pairs if a is not None]
+                if pairs:
+                    w, lost, p = sign_test(
+                        [float(a[f"usd_{target}"]) for a, _ in pairs],
+                        [float(b[f"usd_{target}"]) for _, b in pairs],
+                    )
+                    versus = f"{w}/{lost} p={p:.2g}"
+                    b_, c_, p2 = mcnemar(
+                        [math.isfinite(float(a[f"usd_{target}"])) for a, _ in pairs],
+                        [math.isfinite(float(b[f"usd_{target}"])) for _, b in pairs],
+                    )
+                    success = f"{b_}/{c_} p={p2:.2g}"
+            cells = [
+                method,
+                f"{len(ok)}/{len(costs)}",
+                f"{geo_mean(medians):.3f} ({len(medians)}/{len(tasks)})",
+                f"{statistics.median(floor) if floor else math.nan:.1f}",
+                f"{regret:.4f}",
+                versus,
+                success,
+            ]
+            out.append("| " + " | ".join(cells) + " |")
+    return "\n".join(out)
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--data-dir", default=None, help="the LCBench surrogate (or COSTTUNE_LCBENCH_DIR)")
-    parser.add_argument("--tasks", default=",".join(DEV_TASKS))
-    parser.add_argument("--seeds", type=int, default=10)
+    parser.add_argument("--tasks", default=",".join(DEV_TASKS), help="comma-separated task ids, or 'all'")
+    parser.add_argument("--seeds", type=int, default=20, help="seeds 0..N-1 (default 20)")
+    parser.add_argument("--first-seed", type=int, default=0)
+    parser.add_argument("--methods", default=",".join(DEFAULT_METHODS), help="comma-separated; see above")
+    parser.add_argument("--jobs", type=int, default=os.cpu_count() or 1, help="tasks run in parallel")
+    parser.add_argument("--out", default=None, help="write every run as CSV here")
+    parser.add_argument("--from", dest="from_csv", action="append", default=[], help="re-print earlier CSVs")
     args = parser.parse_args()
-    bench = LCBench(args.data_dir)
-    methods = ("grid", "random", "costtune-hb", "costtune-hb-tpe", "optuna-tpe-hb")
-    # per method and target: successes, and cost-to-target / grid cost of each success
-    results: dict[tuple[str, str], list[float | None]] = {}
-    per_task_median: dict[tuple[str, str], list[float]] = {}
-    for task in args.tasks.split(","):
-        grid = curves_of(bench, task, reference_grid())
-        grid_sim = simulate(grid, None, usd_per_device_hour=USD_PER_HOUR)
-        budget = grid_sim.total_usd
-        targets = {"GRID": grid_sim.best_loss, "TOP1": top1_target(bench, task)}
-        task_ratios: dict[tuple[str, str], list[float | None]] = {}
-        for seed in range(args.seeds):
-            stream = curves_of(bench, task, random_configs(600, 1000 + seed))
-            traces = {
-                "grid": sim_trace(grid_sim),
-                "random": sim_trace(
-                    simulate(stream, None, usd_per_device_hour=USD_PER_HOUR, budget_usd=budget)
-                ),
-                "costtune-hb": sim_trace(
-                    simulate(stream, AsyncHyperband(52), usd_per_device_hour=USD_PER_HOUR, budget_usd=budget)
-                ),
-                "costtune-hb-tpe": sim_trace(run_costtune_tpe(bench, task, seed, budget)),
-                "optuna-tpe-hb": run_optuna(bench, task, seed, budget),
-            }
-            for method, trace in traces.items():
-                for name, target in targets.items():
-                    c = cost_to(trace, target)
-                    ratio = None if c is None or c > budget else c / budget
-                    task_ratios.setdefault((method, name), []).append(ratio)
-        for key, ratios in task_ratios.items():
-            results.setdefault(key, []).extend(ratios)
-            reached = [r for r in ratios if r is not None]
-            if reached:
-                per_task_median.setdefault(key, []).append(statistics.median(reached))
-        print(
-            f"task {task}: budget ${budget:.2f}, GRID {targets['GRID']:.4f}, TOP1 {targets['TOP1']:.4f}",
-            flush=True,
-        )
-    print(
-        f"\n{len(args.tasks.split(','))} tasks × {args.seeds} seeds; "
-        "cost-to-target as a fraction of the grid's cost"
-    )
-    print(f"{'method':16}{'target':8}{'success':>12}{'geo-mean of per-task median cost/grid':>40}")
-    for method in methods:
-        for target in ("GRID", "TOP1"):
-            ratios = results[(method, target)]
-            ok = sum(r is not None for r in ratios)
-            medians = per_task_median.get((method, target), [])
-            geo = math.exp(statistics.fmean(math.log(m) for m in medians)) if medians else math.nan
-            print(f"{method:16}{target:8}{ok:>6}/{len(ratios):<5}{geo:>40.3f}  (over {len(medians)} tasks)")
+    if args.from_csv:
+        rows: list[dict[str, Any]] = []
+        for path in args.from_csv:
+            with open(path) as fh:
+                rows.extend({**r, "seed": int(r["seed"])} for r in csv.DictReader(fh))
+        print(summarise(rows))
+        return
+    tasks = bench(args.data_dir).tasks if args.tasks == "all" else args.tasks.split(",")
+    methods = args.methods.split(",")
+    seeds = list(range(args.first_seed, args.first_seed + args.seeds))
+    ray_run = any(parse_variant(m)[0] in RAY_METHODS for m in methods)
+    work = [(t, args.data_dir, seeds, methods) for t in tasks]
+    started = time.perf_counter()
+    if ray_run or args.jobs <= 1:
+        if ray_run:
+            import ray
+
+            os.environ.setdefault("RAY_AIR_NEW_OUTPUT", "0")
+            ray.init(num_cpus=2, include_dashboard=False, logging_level="ERROR", log_to_driver=False)
+        rows = [row for w in work for row in measure_task(w)]
+    else:
+        with ProcessPoolExecutor(args.jobs) as pool:
+            rows = [row for rows_ in pool.map(measure_task, work) for row in rows_]
+    if args.out:
+        with open(args.out, "w", newline="") as fh:
+            writer = csv.DictWriter(fh, fieldnames=list(rows[0]))
+            writer.writeheader()
+            writer.writerows(rows)
+    print(f"\n{len(tasks)} tasks × {len(seeds)} seeds, {time.perf_counter() - started:.0f} s")
+    reference = REFERENCE if REFERENCE in methods else methods[0]
+    print(summarise(rows, reference))
 
 
 if __name__ == "__main__":

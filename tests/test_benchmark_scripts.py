@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import csv
+import math
 import subprocess
 import sys
 from pathlib import Path
@@ -35,3 +36,47 @@ def test_gpu_amp_benchmark_smoke_on_cpu(tmp_path) -> None:
     accumulated = [r for r in rows if "accumulated" in r["variant"]]
     assert len(accumulated) == 2 and all("losses agree within" in r["note"] for r in accumulated)
     assert "samples/s" in run.stdout
+
+
+def test_paired_statistics_agree_with_scipy() -> None:
+    from scipy import stats
+
+    sys.path.insert(0, str(REPO / "benchmarks"))
+    from paired import binomial_two_sided, geo_mean, mcnemar, sign_test
+
+    for k, n in [(0, 0), (9, 10), (1, 10), (5, 10), (3, 17), (40, 50)]:
+        expected = 1.0 if n == 0 else stats.binomtest(k, n).pvalue
+        assert math.isclose(binomial_two_sided(k, n), expected, rel_tol=1e-9)
+    inf = math.inf
+    wins, losses, p = sign_test([1, 2, 3, inf, inf, 1], [2, 2, 4, inf, 1, 3])
+    assert (wins, losses) == (3, 1) and math.isclose(p, stats.binomtest(3, 4).pvalue)
+    b, c, p = mcnemar([True] * 8 + [False, True], [False] * 8 + [True, True])
+    assert (b, c) == (8, 1) and math.isclose(p, stats.binomtest(8, 9).pvalue)
+    assert math.isclose(geo_mean([1, 4, 16]), 4.0) and math.isnan(geo_mean([]))
+
+
+def test_lcbench_table_pairs_runs_by_task_and_seed() -> None:
+    sys.path.insert(0, str(REPO / "benchmarks"))
+    from lcbench import parse_variant, summarise
+
+    assert parse_variant("costtune-hb-tpe:g1e3b1pl") == (
+        "costtune-hb-tpe",
+        {"grace_epochs": 1, "eta": 3, "brackets": 1, "promotion": "loss"},
+    )
+    assert parse_variant("grid") == ("grid", {})
+    inf = math.inf
+
+    def row(method, task, seed, usd):
+        return {"method": method, "task": task, "seed": seed, "usd_GRID": usd, "floor_GRID": 1.0,
+                "usd_TOP1": inf, "floor_TOP1": 1.0, "budget": 10.0, "regret": 0.1}
+
+    rows = [row("costtune-hb-tpe", t, s, 1.0 + s) for t in ("a", "b") for s in range(3)]
+    rows += [row("peer", t, s, (2.0 + s) if s else inf) for t in ("a", "b") for s in range(3)]
+    table = summarise(rows)
+    grid_part = table.split("Target TOP1")[0]
+    ours = next(line for line in grid_part.splitlines() if line.startswith("| costtune-hb-tpe |"))
+    peer = next(line for line in grid_part.splitlines() if line.startswith("| peer |"))
+    assert "| 6/6 | 0.200 (2/2) | 2.0 |" in ours  # medians 2/10 on both tasks; ×floor median 2
+    assert peer.split("|")[2].strip() == "4/6"
+    assert "6/0 p=0.031" in peer  # cheaper in all six pairs (two of them: the peer failed)
+    assert "2/0 p=0.5" in peer  # McNemar: two discordant pairs, both ours
