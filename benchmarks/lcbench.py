@@ -370,9 +370,14 @@ def run_ray(task: Task, seed: int, method: str, stream_length: int = 1500) -> Tr
         ).to_parquet(path)
         tuner = tune.Tuner(
             replay,
-            param_space={"curves": path, "config_id": tune.grid_search([c.config_id for c in curves])},
+            param_space={
+                "curves": path,
+                "config_id": tune.grid_search([c.config_id for c in curves]),
+                # HyperBand pauses and resumes trials, so it needs them; ASHA never does
+                "checkpoint": method == "ray-hyperband",
+            },
             tune_config=tune.TuneConfig(
-                metric="val_loss", mode="min", scheduler=scheduler, max_concurrent_trials=1
+                metric="val_loss", mode="min", scheduler=scheduler, max_concurrent_trials=1, reuse_actors=True
             ),
             run_config=tune.RunConfig(
                 storage_path=tmp,
@@ -541,6 +546,7 @@ def main() -> None:
             import ray
 
             os.environ.setdefault("RAY_AIR_NEW_OUTPUT", "0")
+            os.environ.setdefault("TUNE_DISABLE_AUTO_CALLBACK_LOGGERS", "1")  # no per-trial CSV/JSON/TB
             ray.init(num_cpus=2, include_dashboard=False, logging_level="ERROR", log_to_driver=False)
         rows = [row for w in work for row in measure_task(w)]
     else:

@@ -212,3 +212,23 @@ def test_lcbench_cli_writes_a_table_that_replay_reads(tmp_path) -> None:
     assert data["runs"]["costtune (hyperband)"]["cost_usd"] < data["runs"]["recorded"]["cost_usd"]
     both = CliRunner().invoke(main, ["lcbench", "3945", "--grid", "--random", "3", "--out", str(out)])
     assert both.exit_code == 2
+
+
+@pytest.mark.parametrize("checkpoint", [True, False])
+def test_replay_trainable_checkpoints_each_epoch_unless_told_not_to(
+    ray_session, table_path, tmp_path, checkpoint
+) -> None:
+    from ray import tune
+
+    from costtune.trainables.replay import replay
+
+    tuner = tune.Tuner(
+        replay,
+        param_space={"curves": str(table_path), "config_id": "t2", "checkpoint": checkpoint},
+        run_config=tune.RunConfig(storage_path=str(tmp_path), verbose=0),
+    )
+    [result] = tuner.fit()
+    assert result.metrics["training_iteration"] == len(CURVES["t2"])
+    assert result.metrics["val_loss"] == pytest.approx(CURVES["t2"][-1])
+    assert result.metrics["sim_seconds"] == pytest.approx(SECONDS["t2"] * len(CURVES["t2"]))
+    assert (result.checkpoint is not None) is checkpoint

@@ -2,7 +2,9 @@
 
 Config keys: ``curves`` (path of a curves table), ``config_id`` (which configuration),
 ``time_scale`` (sleep ``epoch_seconds × time_scale`` per epoch, so that concurrent trials
-finish in a realistic order; default 0: no sleeping). Each report carries the recorded
+finish in a realistic order; default 0: no sleeping), ``checkpoint`` (default true: a
+checkpoint each epoch; false for schedulers that never pause or clone, such as ASHA —
+persisting a checkpoint per epoch is most of a replayed epoch's cost in Ray). Each report carries the recorded
 metrics and ``sim_seconds``, the cumulative recorded time — set ``cost.time_field:
 sim_seconds`` so that cost accounting matches what the recorded sweep paid. A checkpoint
 each epoch (the epoch number) lets trials pause, resume and be cloned.
@@ -44,6 +46,9 @@ def replay(config: dict[str, Any]) -> None:
             "sim_epoch_seconds": float(curve.epoch_seconds[epoch - 1]),
             **{k: float(v[epoch - 1]) for k, v in curve.extra.items()},
         }
+        if not config.get("checkpoint", True):
+            tune.report(metrics)
+            continue
         with tempfile.TemporaryDirectory() as d:
             with open(os.path.join(d, "epoch.json"), "w") as fh:
                 json.dump({"epoch": epoch}, fh)
