@@ -101,6 +101,17 @@ ROI_RULE = StoppingRule(
 #: patience alone (no slope threshold), to tell which half of ROI_RULE does the work
 PATIENCE_RULE = StoppingRule(patience_epochs=10, min_delta=1e-3, window_epochs=5, min_epochs=5)
 
+#: the protocol's search space, in its order; TPE samples it, PBT mutates within it
+SPACE = {
+    "batch_size": Mutation("logint", 16, 512),
+    "learning_rate": Mutation("loguniform", 1e-4, 1e-1),
+    "momentum": Mutation("uniform", 0.1, 0.99),
+    "weight_decay": Mutation("loguniform", 1e-5, 1e-1),
+    "num_layers": Mutation("int", 1, 5),
+    "max_units": Mutation("logint", 64, 1024),
+    "max_dropout": Mutation("uniform", 0.0, 1.0),
+}
+
 Trace = list[tuple[float, float]]  # (cumulative $, val CE) of every epoch in the order run
 
 
@@ -165,11 +176,14 @@ def parse_variant(method: str) -> tuple[str, dict[str, Any]]:
 
     ``x`` (TPE methods): a trial that ended before epoch 52 is told to TPE as PRUNED with
     its last loss as an intermediate value (Optuna's way), not as a COMPLETE trial.
+    ``m`` (TPE methods): multivariate TPE (``TPESampler(multivariate=True)``).
     """
     base, _, spec = method.partition(":")
     kwargs: dict[str, Any] = {}
     if "x" in spec:
         kwargs["tell_pruned"] = True
+    if "m" in spec:
+        kwargs["multivariate"] = True
     for key, value in re.findall(r"([gebp])([0-9]+|[lcp])", spec):
         if key == "p":
             kwargs["promotion"] = {"l": "loss", "c": "cost_share", "p": "pareto"}[value]
@@ -183,15 +197,15 @@ def sim_trace(sim) -> Trace:  # type: ignore[no-untyped-def]
 
 
 def suggest(trial) -> dict[str, float]:  # type: ignore[no-untyped-def]
-    return {
-        "batch_size": trial.suggest_int("batch_size", 16, 512, log=True),
-        "learning_rate": trial.suggest_float("learning_rate", 1e-4, 1e-1, log=True),
-        "momentum": trial.suggest_float("momentum", 0.1, 0.99),
-        "weight_decay": trial.suggest_float("weight_decay", 1e-5, 1e-1, log=True),
-        "num_layers": trial.suggest_int("num_layers", 1, 5),
-        "max_units": trial.suggest_int("max_units", 64, 1024, log=True),
-        "max_dropout": trial.suggest_float("max_dropout", 0.0, 1.0),
-    }
+    """A configuration from an Optuna trial, over the protocol's search space (SPACE)."""
+    out = {}
+    for name, m in SPACE.items():
+        log = m.kind.startswith("log")
+        if m.kind.endswith("int"):
+            out[name] = trial.suggest_int(name, int(m.low), int(m.high), log=log)
+        else:
+            out[name] = trial.suggest_float(name, m.low, m.high, log=log)
+    return out
 
 
 def run_tpe_loop(
@@ -200,13 +214,15 @@ def run_tpe_loop(
     policy: AsyncHyperband | None,
     stopping: MarginalRoiStopping | None,
     tell_pruned: bool = False,
+    multivariate: bool = False,
 ) -> Trace:
     """A costtune policy on the simulator with Optuna's TPE asked and told in the loop."""
     import optuna
 
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     study = optuna.create_study(
-        study_name=f"costtune-{task.name}-{seed}", sampler=optuna.samplers.TPESampler(seed=seed)
+        study_name=f"costtune-{task.name}-{seed}",
+        sampler=optuna.samplers.TPESampler(seed=seed, multivariate=multivariate),
     )
     asked: dict[str, optuna.Trial] = {}
 
@@ -250,17 +266,6 @@ def run_stream(task: Task, seed: int, policy: AsyncHyperband | None) -> Trace:
     )
 
 
-PBT_MUTATIONS = {
-    "batch_size": Mutation("logint", 16, 512),
-    "learning_rate": Mutation("loguniform", 1e-4, 1e-1),
-    "momentum": Mutation("uniform", 0.1, 0.99),
-    "weight_decay": Mutation("loguniform", 1e-5, 1e-1),
-    "num_layers": Mutation("int", 1, 5),
-    "max_units": Mutation("logint", 64, 1024),
-    "max_dropout": Mutation("uniform", 0.0, 1.0),
-}
-
-
 def run_pbt(task: Task, seed: int, population: int = 8, interval: int = 4) -> Trace:
     """costtune's PBT decisions (policy/pbt.py: quantiles, cheaper donors likelier, explore).
 
@@ -296,7 +301,7 @@ def run_pbt(task: Task, seed: int, population: int = 8, interval: int = 4) -> Tr
             top_members = [m for m in ranked if m.trial_id in top]
             for name in bottom:
                 donor = choose_donor(top_members, rng)
-                config, _ = explore(members[donor].hyperparameters, PBT_MUTATIONS, rng)
+                config, _ = explore(members[donor].hyperparameters, SPACE, rng)
                 members[name] = curves_of(task.name, [config], prefix=f"pbt-{name}-{epoch}-")[0]
     return trace
 
@@ -397,7 +402,10 @@ def run_ray(task: Task, seed: int, method: str, stream_length: int = 1500) -> Tr
 
 def run_method(task: Task, seed: int, method: str) -> Trace:
     base, kwargs = parse_variant(method)
-    tell_pruned = bool(kwargs.pop("tell_pruned", False))
+    tpe = {
+        "tell_pruned": bool(kwargs.pop("tell_pruned", False)),
+        "multivariate": bool(kwargs.pop("multivariate", False)),
+    }
     if base == "grid":
         return task.grid_trace
     if base == "random":
@@ -405,15 +413,15 @@ def run_method(task: Task, seed: int, method: str) -> Trace:
     if base == "costtune-hb":
         return run_stream(task, seed, AsyncHyperband(52, **kwargs))
     if base == "costtune-hb-tpe":
-        return run_tpe_loop(task, seed, AsyncHyperband(52, **kwargs), None, tell_pruned)
+        return run_tpe_loop(task, seed, AsyncHyperband(52, **kwargs), None, **tpe)
     if base == "costtune-roi-tpe":
-        return run_tpe_loop(task, seed, None, MarginalRoiStopping(ROI_RULE), tell_pruned)
+        return run_tpe_loop(task, seed, None, MarginalRoiStopping(ROI_RULE), **tpe)
     if base == "costtune-hb-roi-tpe":
         rule = MarginalRoiStopping(ROI_RULE)
-        return run_tpe_loop(task, seed, AsyncHyperband(52, **kwargs), rule, tell_pruned)
+        return run_tpe_loop(task, seed, AsyncHyperband(52, **kwargs), rule, **tpe)
     if base == "costtune-hb-patience-tpe":
         rule = MarginalRoiStopping(PATIENCE_RULE)
-        return run_tpe_loop(task, seed, AsyncHyperband(52, **kwargs), rule, tell_pruned)
+        return run_tpe_loop(task, seed, AsyncHyperband(52, **kwargs), rule, **tpe)
     if base == "costtune-pbt":
         return run_pbt(task, seed)
     if base == "optuna-tpe-hb":
