@@ -112,6 +112,12 @@ SPACE = {
     "max_dropout": Mutation("uniform", 0.0, 1.0),
 }
 
+#: what PBT may change mid-training: the optimiser's and regulariser's settings, not the
+#: architecture (num_layers, max_units stay the donor's)
+PBT_MUTABLE = {
+    k: SPACE[k] for k in ("batch_size", "learning_rate", "momentum", "weight_decay", "max_dropout")
+}
+
 Trace = list[tuple[float, float]]  # (cumulative $, val CE) of every epoch in the order run
 
 
@@ -272,8 +278,11 @@ def run_pbt(task: Task, seed: int, population: int = 8, interval: int = 4) -> Tr
     An approximation the surrogate forces: it predicts a curve per fixed configuration, so a
     member that exploits a donor at epoch e and explores a new configuration continues on
     the new configuration's curve from epoch e + 1 (its history is taken to matter only
-    through the epoch count). Generations run round-robin on one worker; when a population
-    reaches epoch 52 with budget left, a fresh population starts from the stream.
+    through the epoch count). That flatters PBT: a new configuration is seen at epoch e + 1
+    for the price of the epochs it actually ran. Only non-architectural hyperparameters
+    (PBT_MUTABLE) change, which keeps the new configuration near the donor's. Generations
+    run round-robin on one worker; when a population reaches epoch 52 with budget left, a
+    fresh population starts from the stream.
     """
     rng = random.Random(seed)
     stream = random_stream(task.name, seed)
@@ -301,7 +310,7 @@ def run_pbt(task: Task, seed: int, population: int = 8, interval: int = 4) -> Tr
             top_members = [m for m in ranked if m.trial_id in top]
             for name in bottom:
                 donor = choose_donor(top_members, rng)
-                config, _ = explore(members[donor].hyperparameters, SPACE, rng)
+                config, _ = explore(members[donor].hyperparameters, PBT_MUTABLE, rng)
                 members[name] = curves_of(task.name, [config], prefix=f"pbt-{name}-{epoch}-")[0]
     return trace
 
@@ -432,6 +441,21 @@ def run_method(task: Task, seed: int, method: str) -> Trace:
 
 
 # ----------------------------------------------------------------------- measuring
+COLUMNS = (
+    "method",
+    "task",
+    "seed",
+    "usd_GRID",
+    "floor_GRID",
+    "usd_TOP1",
+    "floor_TOP1",
+    "budget",
+    "spent",
+    "regret",
+    "seconds",
+)
+
+
 def measure(task: Task, seed: int, method: str) -> dict[str, Any]:
     started = time.perf_counter()
     trace = run_method(task, seed, method)
@@ -448,16 +472,22 @@ def measure(task: Task, seed: int, method: str) -> dict[str, Any]:
     return row
 
 
-def measure_task(args: tuple[str, str | None, list[int], list[str]]) -> list[dict[str, Any]]:
-    task_name, data_dir, seeds, methods = args
+def measure_task(args: tuple[str, str | None, list[int], list[str], str | None]) -> list[dict[str, Any]]:
+    task_name, data_dir, seeds, methods, partial = args
     bench(data_dir)
     task = prepare(task_name)
-    rows = [measure(task, seed, method) for seed in seeds for method in methods]
     print(
         f"task {task_name}: budget ${task.budget:.2f}, "
         + ", ".join(f"{t} {task.targets[t]:.4f} (oracle floor ${task.floor[t]:.3f})" for t in TARGETS),
         flush=True,
     )
+    rows = []
+    for seed in seeds:
+        for method in methods:
+            rows.append(measure(task, seed, method))
+            if partial:  # a long run keeps what it measured if it is stopped
+                with open(partial, "a") as fh:
+                    fh.write(",".join(str(rows[-1][k]) for k in COLUMNS) + "\n")
     return rows
 
 
@@ -533,7 +563,9 @@ def main() -> None:
     parser.add_argument("--first-seed", type=int, default=0)
     parser.add_argument("--methods", default=",".join(DEFAULT_METHODS), help="comma-separated; see above")
     parser.add_argument("--jobs", type=int, default=os.cpu_count() or 1, help="tasks run in parallel")
-    parser.add_argument("--out", default=None, help="write every run as CSV here")
+    parser.add_argument(
+        "--out", default=None, help="write every run as CSV here (and each as it ends to OUT.partial)"
+    )
     parser.add_argument("--from", dest="from_csv", action="append", default=[], help="re-print earlier CSVs")
     args = parser.parse_args()
     if args.from_csv:
@@ -547,7 +579,10 @@ def main() -> None:
     methods = args.methods.split(",")
     seeds = list(range(args.first_seed, args.first_seed + args.seeds))
     ray_run = any(parse_variant(m)[0] in RAY_METHODS for m in methods)
-    work = [(t, args.data_dir, seeds, methods) for t in tasks]
+    partial = f"{args.out}.partial" if args.out else None
+    if partial:
+        Path(partial).write_text(",".join(COLUMNS) + "\n")
+    work = [(t, args.data_dir, seeds, methods, partial) for t in tasks]
     started = time.perf_counter()
     if ray_run or args.jobs <= 1:
         if ray_run:
@@ -562,7 +597,7 @@ def main() -> None:
             rows = [row for rows_ in pool.map(measure_task, work) for row in rows_]
     if args.out:
         with open(args.out, "w", newline="") as fh:
-            writer = csv.DictWriter(fh, fieldnames=list(rows[0]))
+            writer = csv.DictWriter(fh, fieldnames=COLUMNS)
             writer.writeheader()
             writer.writerows(rows)
     print(f"\n{len(tasks)} tasks × {len(seeds)} seeds, {time.perf_counter() - started:.0f} s")

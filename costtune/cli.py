@@ -400,11 +400,11 @@ def watch_idle(
 @click.option("--scheduler", type=click.Choice(["hyperband", "fifo"]), default="hyperband", show_default=True)
 @click.option("--grace-epochs", type=click.IntRange(min=1), default=5, show_default=True)
 @click.option("--eta", type=click.IntRange(min=2), default=5, show_default=True)
-@click.option("--brackets", type=click.IntRange(min=1), default=None, help="[default: all that fit]")
+@click.option("--brackets", type=click.IntRange(min=1), default=1, show_default=True)
 @click.option(
     "--promotion",
     type=click.Choice(["cost_share", "loss", "pareto"]),
-    default="cost_share",
+    default="loss",
     show_default=True,
 )
 @click.option("--workers", type=click.IntRange(min=1), default=1, show_default=True)

@@ -76,8 +76,8 @@ class SchedulerConfig(_Strict):
     type: Literal["cost_aware_hyperband", "pbt", "fifo"] = "cost_aware_hyperband"
     grace_epochs: int = Field(5, ge=1)
     eta: int = Field(5, ge=2)
-    brackets: int | None = Field(None, ge=1)
-    promotion: Literal["cost_share", "loss", "pareto"] = "cost_share"
+    brackets: int | None = Field(1, ge=1, description="null: all that fit")
+    promotion: Literal["cost_share", "loss", "pareto"] = "loss"
     # population-based training
     perturbation_interval: int = Field(5, ge=1)
     quantile_fraction: float = Field(0.2, gt=0, le=0.5)

@@ -29,11 +29,8 @@ def test_embedded_default_config_is_valid() -> None:
 
 def test_defaults_are_the_documented_ones() -> None:
     config = parse_config(MINIMAL)
-    assert (config.scheduler.grace_epochs, config.scheduler.eta, config.scheduler.promotion) == (
-        5,
-        5,
-        "cost_share",
-    )
+    scheduler = config.scheduler
+    assert (scheduler.grace_epochs, scheduler.eta, scheduler.brackets, scheduler.promotion) == (5, 5, 1, "loss")
     assert config.cost.accelerator == "A100" and config.cost.cost_model().prices["A100"] == 2.50
 
 

@@ -65,7 +65,9 @@ def test_report_on_an_interrupted_sweep(small_run, tmp_path) -> None:
     partial.mkdir()
     shutil.copy(small_run.output_dir / "config.yaml", partial)
     lines = (small_run.output_dir / "ledger.jsonl").read_text().splitlines(keepends=True)
-    (partial / "ledger.jsonl").write_text("".join(lines[: len(lines) // 2]) + lines[len(lines) // 2][:20])
+    # cut just before the first trial-end line: that trial has results and no end
+    cut = next(i for i, line in enumerate(lines) if json.loads(line)["event"] == "end")
+    (partial / "ledger.jsonl").write_text("".join(lines[:cut]) + lines[cut][:20])
     result = CliRunner().invoke(main, ["report", str(partial)])
     assert result.exit_code == 0, result.output
     assert "interrupted" in result.output

@@ -48,8 +48,11 @@ class AsyncHyperband:
         max_epochs: R in the paper; a trial that reaches it is done.
         grace_epochs: r, the first rung (default 5 epochs).
         eta: η, reduction factor: 1/η of a rung goes on (default 5, the top 20%).
-        brackets: how many brackets, 1 (plain ASHA) to s_max+1 (default: all).
-        promotion: who goes on out of a rung (see :mod:`~costtune.policy.successive_halving`).
+        brackets: how many brackets, 1 (default: asynchronous successive halving, every
+            trial starts at ``grace_epochs``) to s_max+1; ``None``: all that fit. One bracket
+            reached the LCBench targets as often as all of them, for less (RESULTS.md).
+        promotion: who goes on out of a rung (see :mod:`~costtune.policy.successive_halving`;
+            default ``loss``).
     """
 
     def __init__(
@@ -57,8 +60,8 @@ class AsyncHyperband:
         max_epochs: int,
         grace_epochs: int = 5,
         eta: int = 5,
-        brackets: int | None = None,
-        promotion: PromotionRule | str = PromotionRule.COST_SHARE,
+        brackets: int | None = 1,
+        promotion: PromotionRule | str = PromotionRule.LOSS,
     ) -> None:
         validate_geometry(grace_epochs, eta, max_epochs)
         most = max_bracket_index(grace_epochs, eta, max_epochs) + 1

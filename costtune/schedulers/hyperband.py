@@ -58,8 +58,8 @@ class CostAwareHyperBand(GovernedMixin, FIFOScheduler):
         max_epochs: R, the longest a trial trains (default 50).
         grace_epochs: r, the first rung (default 5).
         eta: η, reduction factor; 1/η of a rung goes on (default 5: the top 20%).
-        brackets: number of Hyperband brackets (default: all that fit).
-        promotion: ``cost_share`` (default), ``loss`` or ``pareto``.
+        brackets: number of Hyperband brackets (default 1; ``None``: all that fit).
+        promotion: ``loss`` (default), ``cost_share`` or ``pareto``.
         cost_model: prices; default A100 at $2.50 per GPU-hour, CPU per core-hour.
         time_attr: result field that counts epochs (default ``training_iteration``).
         seconds_field: result field of metered seconds (default ``time_total_s``;
@@ -78,8 +78,8 @@ class CostAwareHyperBand(GovernedMixin, FIFOScheduler):
         max_epochs: int = 50,
         grace_epochs: int = 5,
         eta: int = 5,
-        brackets: int | None = None,
-        promotion: PromotionRule | str = PromotionRule.COST_SHARE,
+        brackets: int | None = 1,
+        promotion: PromotionRule | str = PromotionRule.LOSS,
         cost_model: CostModel | None = None,
         time_attr: str = "training_iteration",
         seconds_field: str = "time_total_s",

@@ -79,8 +79,8 @@ def test_bracket_weights_match_hyperband_table() -> None:
 
 
 def test_brackets_are_assigned_in_hyperband_proportions_without_randomness() -> None:
-    first = AsyncHyperband(max_epochs=27, grace_epochs=1, eta=3)
-    second = AsyncHyperband(max_epochs=27, grace_epochs=1, eta=3)
+    first = AsyncHyperband(max_epochs=27, grace_epochs=1, eta=3, brackets=None)
+    second = AsyncHyperband(max_epochs=27, grace_epochs=1, eta=3, brackets=None)
     a = [first.on_add(f"t{i}") for i in range(49)]
     b = [second.on_add(f"x{i}") for i in range(49)]
     assert a == b
@@ -88,8 +88,9 @@ def test_brackets_are_assigned_in_hyperband_proportions_without_randomness() -> 
 
 
 def test_a_bracket_starts_its_trials_at_grace_times_eta_to_the_s() -> None:
-    policy = AsyncHyperband(max_epochs=50, grace_epochs=5, eta=5)
+    policy = AsyncHyperband(max_epochs=50, grace_epochs=5, eta=5, brackets=None)
     assert policy.rungs_by_bracket == [[5, 25], [25]]
+    assert AsyncHyperband(max_epochs=50).rungs_by_bracket == [[5, 25]]  # the default: one bracket
 
 
 @pytest.mark.parametrize(
