@@ -61,6 +61,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from paired import geo_mean, mcnemar, sign_test
+from peers import PEER_SETTINGS, run_dehb, run_smac, run_synetune
 
 from costtune.curves import Curve, curves_from_frame
 from costtune.lcbench import LCBench, random_configs, reference_grid
@@ -69,6 +70,8 @@ from costtune.policy import (
     MarginalRoiStopping,
     Member,
     Mutation,
+    OutlookRule,
+    OutlookStopping,
     StoppingRule,
     choose_donor,
     explore,
@@ -76,7 +79,9 @@ from costtune.policy import (
 )
 from costtune.simulate import simulate
 
+#: protocol v3 (../shared/benchmarks/PROTOCOL.md): choose settings on DEV_TASKS, report on TEST_TASKS
 DEV_TASKS = ("3945", "7593", "34539", "126025", "146212", "167190", "168330", "189909")
+TEST_TASKS = ("126026", "126029", "167149", "167184", "167185", "167201", "168335", "168908")
 USD_PER_HOUR = 2.50
 REFERENCE = "costtune-hb-tpe"
 DEFAULT_METHODS = (
@@ -190,8 +195,13 @@ def parse_variant(method: str) -> tuple[str, dict[str, Any]]:
         kwargs["tell_pruned"] = True
     if "m" in spec:
         kwargs["multivariate"] = True
-    for key, value in re.findall(r"([gebp])([0-9]+|[lcp])", spec):
-        if key == "p":
+    for value in re.findall(r"o([0-9.]+)", spec):
+        kwargs["optimism"] = float(value)
+    spec = re.sub(r"o[0-9.]+", "", spec)
+    for key, value in re.findall(r"([gebpk])([0-9]+|[lcpf])", spec):
+        if key == "k":
+            kwargs["keep"] = {"c": "ceil", "f": "floor"}[value]
+        elif key == "p":
             kwargs["promotion"] = {"l": "loss", "c": "cost_share", "p": "pareto"}[value]
         else:
             kwargs[{"g": "grace_epochs", "e": "eta", "b": "brackets"}[key]] = int(value)
@@ -221,6 +231,7 @@ def run_tpe_loop(
     stopping: MarginalRoiStopping | None,
     tell_pruned: bool = False,
     multivariate: bool = False,
+    outlook: OutlookStopping | None = None,
 ) -> Trace:
     """A costtune policy on the simulator with Optuna's TPE asked and told in the loop."""
     import optuna
@@ -253,6 +264,7 @@ def run_tpe_loop(
             stopping=stopping,
             usd_per_device_hour=USD_PER_HOUR,
             budget_usd=task.budget,
+            outlook=outlook,
             next_curve=next_curve,
             on_trial_end=on_trial_end,
         )
@@ -315,8 +327,20 @@ def run_pbt(task: Task, seed: int, population: int = 8, interval: int = 4) -> Tr
     return trace
 
 
-def run_optuna(task: Task, seed: int) -> Trace:
-    """Optuna's TPE + HyperbandPruner, run by Optuna itself."""
+#: Optuna's pruners as a competent user sets them (protocol v3) and Optuna's defaults
+OPTUNA_PRUNERS: dict[str, tuple[str, dict[str, Any]]] = {
+    "optuna-tpe-hb": ("HyperbandPruner", {"min_resource": 1, "max_resource": 52}),
+    "optuna-tpe-hb-5-52-5": (
+        "HyperbandPruner",
+        {"min_resource": 5, "max_resource": 52, "reduction_factor": 5},
+    ),
+    "optuna-tpe-sha-5-5": ("SuccessiveHalvingPruner", {"min_resource": 5, "reduction_factor": 5}),
+    "optuna-tpe-hb-default": ("HyperbandPruner", {}),
+}
+
+
+def run_optuna(task: Task, seed: int, method: str = "optuna-tpe-hb") -> Trace:
+    """Optuna's TPE (default sampler) + a pruner (OPTUNA_PRUNERS), run by ``study.optimize``."""
     import optuna
 
     spent = 0.0
@@ -342,7 +366,7 @@ def run_optuna(task: Task, seed: int) -> Trace:
     study = optuna.create_study(
         study_name=f"lcbench-{task.name}-{seed}",
         sampler=optuna.samplers.TPESampler(seed=seed),
-        pruner=optuna.pruners.HyperbandPruner(min_resource=1, max_resource=52),
+        pruner=getattr(optuna.pruners, OPTUNA_PRUNERS[method][0])(**OPTUNA_PRUNERS[method][1]),
     )
     study.optimize(objective, n_trials=100_000)
     return trace
@@ -431,12 +455,23 @@ def run_method(task: Task, seed: int, method: str) -> Trace:
     if base == "costtune-hb-patience-tpe":
         rule = MarginalRoiStopping(PATIENCE_RULE)
         return run_tpe_loop(task, seed, AsyncHyperband(52, **kwargs), rule, **tpe)
+    if base in ("costtune-hb-outlook-tpe", "costtune-outlook-tpe"):
+        rule = OutlookStopping(OutlookRule(52, optimism=float(kwargs.pop("optimism", 1.0))))
+        policy = AsyncHyperband(52, **kwargs) if base == "costtune-hb-outlook-tpe" else None
+        return run_tpe_loop(task, seed, policy, None, outlook=rule, **tpe)
     if base == "costtune-pbt":
         return run_pbt(task, seed)
-    if base == "optuna-tpe-hb":
-        return run_optuna(task, seed)
+    if base in OPTUNA_PRUNERS:
+        return run_optuna(task, seed, base)
     if base in RAY_METHODS:
         return run_ray(task, seed, base)
+    if base in PEER_SETTINGS:
+        evaluate = lambda config: curves_of(task.name, [config])[0]  # noqa: E731
+        if base == "dehb":
+            return run_dehb(evaluate, seed, task.budget, USD_PER_HOUR)
+        if base == "smac-hb":
+            return run_smac(evaluate, seed, task.budget, USD_PER_HOUR)
+        return run_synetune(base, evaluate, seed, task.budget, USD_PER_HOUR)
     raise SystemExit(f"--methods: unknown method {method!r}")
 
 
@@ -499,32 +534,37 @@ def summarise(rows: list[dict[str, Any]], reference: str = REFERENCE) -> str:
     for target in TARGETS:
         out.append(
             f"\nTarget {target}. success: runs reaching it within the budget; cost/grid: geometric mean over "
-            "tasks of the per-task median cost-to-target ÷ grid cost (tasks with a success); ×floor: median "
-            "cost-to-target ÷ oracle floor; regret: median relative regret at budget; vs "
+            "all tasks of the per-task median cost-to-target ÷ grid cost, a failure counted as 1.0 (the "
+            "whole budget); successes only: the same over successful runs (tasks with one); ×floor: median "
+            "over tasks of the per-task median cost-to-target ÷ oracle floor (failure = budget); regret: "
+            "median relative regret at budget; vs "
             f"{reference}: paired over (task, seed) — sign test on cost (failure = ∞): "
             f"{reference} cheaper/dearer, p; "
             f"McNemar on success: only {reference} / only this method reached it, p."
         )
         out.append(
-            "| method | success | cost/grid (tasks) | ×floor | regret | sign W/L p | McNemar b/c p |\n"
-            "|---|---:|---:|---:|---:|---:|---:|"
+            "| method | success | cost/grid | successes only (tasks) | ×floor | regret | sign W/L p "
+            "| McNemar b/c p |\n|---|---:|---:|---:|---:|---:|---:|---:|"
         )
         for method in methods:
             mine = [r for r in rows if r["method"] == method]
             costs = [float(r[f"usd_{target}"]) for r in mine]
             ok = [c for c in costs if math.isfinite(c)]
             tasks = sorted({str(r["task"]) for r in mine})
-            medians = []
+            medians, medians_ok, floors = [], [], []
             for t in tasks:
-                reached = [float(r[f"usd_{target}"]) / float(r["budget"]) for r in mine if r["task"] == t]
-                reached = [c for c in reached if math.isfinite(c)]
+                # (cost ÷ budget with a failure as 1.0, cost ÷ oracle floor, reached?)
+                runs = [
+                    (min(u, b) / b, min(u, b) / float(r[f"floor_{target}"]), math.isfinite(u))
+                    for r in mine
+                    if r["task"] == t
+                    for u, b in [(float(r[f"usd_{target}"]), float(r["budget"]))]
+                ]
+                medians.append(statistics.median(rel for rel, _, _ in runs))
+                floors.append(statistics.median(fl for _, fl, _ in runs))
+                reached = [rel for rel, _, ok in runs if ok]
                 if reached:
-                    medians.append(statistics.median(reached))
-            floor = [
-                float(r[f"usd_{target}"]) / float(r[f"floor_{target}"])
-                for r in mine
-                if math.isfinite(float(r[f"usd_{target}"]))
-            ]
+                    medians_ok.append(statistics.median(reached))
             regret = statistics.median(float(r["regret"]) for r in mine)
             versus = "—"
             success = "—"
@@ -545,8 +585,9 @@ def summarise(rows: list[dict[str, Any]], reference: str = REFERENCE) -> str:
             cells = [
                 method,
                 f"{len(ok)}/{len(costs)}",
-                f"{geo_mean(medians):.3f} ({len(medians)}/{len(tasks)})",
-                f"{statistics.median(floor) if floor else math.nan:.1f}",
+                f"{geo_mean(medians):.3f}",
+                f"{geo_mean(medians_ok):.3f} ({len(medians_ok)}/{len(tasks)})",
+                f"{statistics.median(floors):.1f}",
                 f"{regret:.4f}",
                 versus,
                 success,
@@ -558,7 +599,9 @@ def summarise(rows: list[dict[str, Any]], reference: str = REFERENCE) -> str:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--data-dir", default=None, help="the LCBench surrogate (or COSTTUNE_LCBENCH_DIR)")
-    parser.add_argument("--tasks", default=",".join(DEV_TASKS), help="comma-separated task ids, or 'all'")
+    parser.add_argument(
+        "--tasks", default="dev", help="'dev' (default), 'test' (protocol v3), 'all', or task ids: 3945,7593"
+    )
     parser.add_argument("--seeds", type=int, default=20, help="seeds 0..N-1 (default 20)")
     parser.add_argument("--first-seed", type=int, default=0)
     parser.add_argument("--methods", default=",".join(DEFAULT_METHODS), help="comma-separated; see above")
@@ -575,7 +618,10 @@ def main() -> None:
                 rows.extend({**r, "seed": int(r["seed"])} for r in csv.DictReader(fh))
         print(summarise(rows))
         return
-    tasks = bench(args.data_dir).tasks if args.tasks == "all" else args.tasks.split(",")
+    named = {"dev": list(DEV_TASKS), "test": list(TEST_TASKS)}
+    tasks = named.get(args.tasks) or (
+        bench(args.data_dir).tasks if args.tasks == "all" else args.tasks.split(",")
+    )
     methods = args.methods.split(",")
     seeds = list(range(args.first_seed, args.first_seed + args.seeds))
     ray_run = any(parse_variant(m)[0] in RAY_METHODS for m in methods)

@@ -78,6 +78,9 @@ class SchedulerConfig(_Strict):
     eta: int = Field(5, ge=2)
     brackets: int | None = Field(1, ge=1, description="null: all that fit")
     promotion: Literal["cost_share", "loss", "pareto"] = "loss"
+    keep: Literal["ceil", "floor"] = Field(
+        "ceil", description="ceil: ⌈n/eta⌉ of a rung go on; floor: max(1, ⌊n/eta⌋)"
+    )
     # population-based training
     perturbation_interval: int = Field(5, ge=1)
     quantile_fraction: float = Field(0.2, gt=0, le=0.5)
@@ -127,6 +130,14 @@ class BudgetConfig(_Strict):
     max_hours_per_trial: float = Field(48.0, gt=0, allow_inf_nan=False)
 
 
+class OutlookConfig(_Strict):
+    """Stop a trial whose optimistic learning-curve outlook cannot beat the sweep's best (scale-free)."""
+
+    optimism: float = Field(1.0, ge=0, le=100, allow_inf_nan=False, description="κ: the pace multiplier")
+    min_epochs: int = Field(4, ge=2)
+    window_epochs: int = Field(3, ge=1)
+
+
 class StoppingConfig(_Strict):
     """Stop trials (and the sweep) where money stops buying quality. All rules off by default."""
 
@@ -138,6 +149,7 @@ class StoppingConfig(_Strict):
     min_epochs: int = Field(5, ge=1)
     sweep_min_improvement_per_usd: float | None = Field(None, ge=0, allow_inf_nan=False)
     sweep_window_epochs: int = Field(50, ge=1)
+    outlook: OutlookConfig | None = Field(None, description="null: off")
 
 
 class MlflowConfig(_Strict):

@@ -2,9 +2,10 @@
 
 N virtual workers take configurations in order and train them epoch by epoch on a
 simulated clock (each epoch takes its recorded ``epoch_seconds``); after every epoch the
-policy decides, and the time that decision took on this machine is charged to the clock
-too. Every epoch is metered at ``usd_per_device_hour`` × the configuration's devices. The
-run ends when the configurations or the budget run out.
+policy decides. The clock is simulated only: the same inputs give the same run, event for
+event (the host's decision time is measured and, only when asked, charged). Every epoch
+is metered at ``usd_per_device_hour`` × the configuration's devices. The run ends when the
+configurations or the budget run out.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from costtune.curves import Curve
-from costtune.policy import AsyncHyperband, Decision, MarginalRoiStopping
+from costtune.policy import AsyncHyperband, Decision, MarginalRoiStopping, OutlookStopping
 
 
 @dataclass(frozen=True, slots=True)
@@ -63,7 +64,8 @@ def simulate(
     workers: int = 1,
     usd_per_device_hour: float = 2.50,
     budget_usd: float | None = None,
-    charge_decision_time: bool = True,
+    charge_decision_time: bool = False,
+    outlook: OutlookStopping | None = None,
     next_curve: Callable[[], Curve | None] | None = None,
     on_trial_end: Callable[[str, int, float], None] | None = None,
 ) -> Simulation:
@@ -72,7 +74,9 @@ def simulate(
     Without a policy every configuration trains to its last recorded epoch. With
     ``next_curve`` (a searcher in the loop), configurations are drawn from it once
     ``curves`` is used up; ``on_trial_end(config_id, last_epoch, last_loss)`` tells it how
-    each trial ended.
+    each trial ended. ``outlook`` sees every epoch first and may stop a trial too.
+    ``charge_decision_time`` adds the host's measured decision time to the simulated clock
+    (off by default: with it, runs on tied epoch times depend on the host's speed).
     """
     sim = Simulation()
     queue = list(curves)
@@ -112,12 +116,14 @@ def simulate(
         loss = float(curve.val_loss[epoch - 1])
         sim.epochs.append(Epoch(now, config_id, epoch, loss, sweep_usd))
         began = time.perf_counter()
-        stop = epoch >= curve.epochs
+        stop = outlook is not None and outlook.on_result(config_id, loss) is not None
         if (
             policy is not None
+            and not stop
             and policy.on_result(config_id, epoch, loss, spent_by_trial[config_id]) is Decision.STOP
         ):
             stop = True
+        stop = stop or epoch >= curve.epochs
         if stopping is not None and not stop:
             hours = curve.seconds_until(epoch) * curve.devices / 3600
             stop = stopping.on_result(config_id, loss, hours, spent_by_trial[config_id]) is not None

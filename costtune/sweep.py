@@ -27,6 +27,8 @@ from costtune.ledger import LEDGER_FILE, Ledger
 from costtune.policy import (
     Governor,
     MarginalRoiStopping,
+    OutlookRule,
+    OutlookStopping,
     StoppingRule,
     StopReason,
     SweepBudget,
@@ -127,6 +129,7 @@ def run_sweep(
             eta=config.scheduler.eta,
             brackets=config.scheduler.brackets,
             promotion=config.scheduler.promotion,
+            keep=config.scheduler.keep,
             cost_model=cost_model,
             seconds_field=config.cost.time_field,
             governor=governor,
@@ -361,6 +364,16 @@ def _governance(config: SweepConfig, ledger: Ledger) -> tuple[Governor, Any]:
         mode=config.mode,
         devices=devices,
         stopping=MarginalRoiStopping(rule, config.cost.business_value_usd) if rule.active else None,
+        outlook=OutlookStopping(
+            OutlookRule(
+                config.max_epochs,
+                optimism=st.outlook.optimism,
+                min_epochs=st.outlook.min_epochs,
+                window_epochs=st.outlook.window_epochs,
+            )
+        )
+        if st.outlook is not None
+        else None,
         sweep_progress=SweepProgress(st.sweep_min_improvement_per_usd, st.sweep_window_epochs)
         if st.sweep_min_improvement_per_usd is not None
         else None,

@@ -55,6 +55,12 @@ def test_defaults_are_the_documented_ones() -> None:
             "search_space.w: choice needs a non-empty",
         ),
         ({"mode": "maximize"}, "mode: input should be 'min' or 'max'"),
+        ({"scheduler": {"keep": "round"}}, "scheduler.keep: input should be 'ceil' or 'floor'"),
+        (
+            {"stopping": {"outlook": {"optimism": -1}}},
+            "stopping.outlook.optimism: input should be greater than or equal to 0",
+        ),
+        ({"stopping": {"outlook": {"optimsm": 2}}}, "stopping.outlook.optimsm: unknown key"),
         ({"cost": {"accelerator": "TPUv9"}}, "cost.accelerator: no price for 'TPUv9'"),
         ({"cost": {"business_value_usd": float("nan")}}, "cost.business_value_usd:"),
         ({"scheduler": {"grace_epochs": 20}}, "scheduler.grace_epochs: must be <= max_epochs (10), got 20"),

@@ -5,14 +5,15 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 import pytest
 from click.testing import CliRunner
 
 from costtune.cli import main
-from costtune.curves import curves_from_frame, load_curves
+from costtune.curves import Curve, curves_from_frame, load_curves
 from costtune.errors import ConfigError
-from costtune.policy import AsyncHyperband
+from costtune.policy import AsyncHyperband, OutlookRule, OutlookStopping
 from costtune.simulate import simulate
 from tests.policy.test_hyperband import CURVES
 
@@ -64,15 +65,41 @@ def test_simulator_drives_the_policy_like_the_golden_sequence(table_path) -> Non
     policy = AsyncHyperband(max_epochs=9, grace_epochs=1, eta=3, brackets=1, promotion="loss")
     sim = simulate(curves, policy, workers=1, usd_per_device_hour=1.0)
     assert sim.stopped_at == {"t0": 9, "t1": 9, "t2": 1, "t3": 9, "t4": 1, "t5": 3}
-    # one worker: the clock is every epoch run back to back, plus the decisions' own time
+    # one worker: the clock is every epoch run back to back (the host's decision time is not
+    # charged unless asked: the simulated clock alone decides the order of events)
     run_seconds = sum(SECONDS[t] * n for t, n in sim.stopped_at.items())
-    assert sim.wall_clock_s == pytest.approx(run_seconds + sim.decision_seconds)
+    assert sim.wall_clock_s == run_seconds
     assert sim.total_usd == pytest.approx(run_seconds / 3600)
     full = simulate(curves, None, workers=3, usd_per_device_hour=1.0)
     assert full.stopped_at == dict.fromkeys(CURVES, 9)
     assert full.cost_to_target(0.3 / 9) is not None and sim.cost_to_target(0.3 / 9) < full.cost_to_target(
         0.3 / 9
     )
+
+
+def test_simulator_is_deterministic_on_tied_epoch_times() -> None:
+    """30 runs, one decision log: with every epoch the same length, events tie on the clock all
+    the time, and only a clock that never reads the host's keeps their order."""
+    curves = [
+        Curve(f"c{i}", {"lr": i}, np.array([1.0 / (e + (i * 7) % 5) for e in range(1, 10)]), np.ones(9), 1.0)
+        for i in range(24)
+    ]
+    logs = set()
+    for _ in range(30):
+        policy = AsyncHyperband(max_epochs=9, grace_epochs=1, eta=3, brackets=1, promotion="loss")
+        sim = simulate(curves, policy, workers=4, usd_per_device_hour=1.0)
+        logs.add(tuple((e.clock_s, e.config_id, e.epoch) for e in sim.epochs))
+    assert len(logs) == 1
+
+
+def test_simulator_outlook_stops_trials_that_cannot_beat_the_best(table_path) -> None:
+    curves = list(load_curves(str(table_path)).values())
+    sim = simulate(curves, None, workers=1, usd_per_device_hour=1.0, outlook=OutlookStopping(OutlookRule(9)))
+    # t5 is flat at 0.2 while t3 (0.3/e) has passed it by epoch 4: the flat one stops at its first
+    # judgement; t3, the best, runs to the end
+    assert sim.stopped_at["t3"] == 9 and sim.stopped_at["t5"] == 4
+    full = simulate(curves, None, workers=1, usd_per_device_hour=1.0)
+    assert sim.total_usd < full.total_usd and sim.best_loss == full.best_loss
 
 
 def test_simulator_stops_at_the_budget(table_path) -> None:
@@ -150,6 +177,50 @@ def test_replay_trainable_in_ray_decides_like_the_simulator(ray_session, table_p
     if ran == list(CURVES):  # Tune started them in grid order: the hand-worked golden list
         assert expected == {"t0": 9, "t1": 9, "t2": 1, "t3": 9, "t4": 1, "t5": 3}
     # cost from the recorded seconds, not this machine's: epochs × recorded epoch seconds at $1/h
+    for config_id, row in frame.iterrows():
+        assert row["cost_usd"] == pytest.approx(SECONDS[config_id] * row["epochs"] / 3600)
+
+
+@pytest.mark.ray
+def test_outlook_rule_in_a_ray_sweep_stops_like_the_simulator(ray_session, table_path, tmp_path) -> None:
+    """`stopping: {outlook: {}}` in a real sweep: Ray's stopper ends the same trials at the same
+    epochs as the pure rule in the simulator, with stop_reason `outlook`, and meters them."""
+    from costtune.config import parse_config
+    from costtune.sweep import run_sweep
+
+    config = parse_config(
+        {
+            "name": "outlook",
+            "trainable": {"name": "replay", "args": {"curves": str(table_path)}},
+            "max_epochs": 9,
+            "num_samples": 1,
+            "max_concurrent_trials": 1,
+            "search_space": {"config_id": {"type": "choice", "values": list(CURVES)}},
+            "searcher": {"type": "grid"},
+            "scheduler": {"type": "fifo"},
+            "stopping": {"outlook": {"optimism": 1.0}},
+            "cost": {"time_field": "sim_seconds", "prices": {"cpu": 1.0}},
+            "approval": {
+                "justification": "replay six recorded curves",
+                "estimated_resources": "none",
+                "stop_conditions": "outlook",
+                "approver": "tests",
+            },
+        }
+    )
+    result = run_sweep(config, tmp_path / "run")
+    frame = result.trials.set_index("hp.config_id")
+    ran = []
+    for line in (tmp_path / "run" / "ledger.jsonl").read_text().splitlines():
+        event = json.loads(line)
+        if "config" in event and event["config"]["config_id"] not in ran:
+            ran.append(event["config"]["config_id"])
+    curves = load_curves(str(table_path))
+    expected = simulate([curves[c] for c in ran], None, outlook=OutlookStopping(OutlookRule(9))).stopped_at
+    assert frame["epochs"].to_dict() == expected
+    stopped = {c for c, e in expected.items() if e < 9}
+    assert stopped  # the flat t5 at least
+    assert set(frame.index[frame["stop_reason"] == "outlook"]) == stopped
     for config_id, row in frame.iterrows():
         assert row["cost_usd"] == pytest.approx(SECONDS[config_id] * row["epochs"] / 3600)
 

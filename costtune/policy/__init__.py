@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from costtune.policy.decisions import Decision, StopReason
 from costtune.policy.hyperband import AsyncHyperband, bracket_weights
+from costtune.policy.outlook import OutlookRule, OutlookStopping, outlook
 from costtune.policy.pbt import Exploit, Member, Mutation, choose_donor, explore, quantiles
 from costtune.policy.stopping import (
     Governor,
@@ -15,6 +16,7 @@ from costtune.policy.stopping import (
     metric_reason,
 )
 from costtune.policy.successive_halving import (
+    Keep,
     PromotionRule,
     Rung,
     RungEntry,
@@ -29,9 +31,12 @@ __all__ = [
     "Decision",
     "Exploit",
     "Governor",
+    "Keep",
     "MarginalRoiStopping",
     "Member",
     "Mutation",
+    "OutlookRule",
+    "OutlookStopping",
     "PromotionRule",
     "Rung",
     "RungEntry",
@@ -46,6 +51,7 @@ __all__ = [
     "is_promotable",
     "max_bracket_index",
     "metric_reason",
+    "outlook",
     "pareto_fronts",
     "quantiles",
     "rung_epochs",

@@ -18,6 +18,7 @@ class StopReason(str, Enum):
 
     RUNG_PRUNED = "rung_pruned"
     MARGINAL_ROI = "marginal_roi"
+    OUTLOOK = "outlook"  # its optimistic learning-curve outlook cannot beat the sweep's best
     PATIENCE = "patience"
     TRIAL_COST_CAP = "trial_cost_cap"
     TRIAL_TIME_CAP = "trial_time_cap"

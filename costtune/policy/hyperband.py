@@ -18,6 +18,7 @@ from typing import Any
 from costtune.errors import ConfigError
 from costtune.policy.decisions import Decision, StopReason
 from costtune.policy.successive_halving import (
+    Keep,
     PromotionRule,
     Rung,
     RungEntry,
@@ -53,6 +54,8 @@ class AsyncHyperband:
             reached the LCBench targets as often as all of them, for less (RESULTS.md).
         promotion: who goes on out of a rung (see :mod:`~costtune.policy.successive_halving`;
             default ``loss``).
+        keep: how many of a rung's n trials go on by count: ``ceil`` ⌈n/η⌉ (ASHA's,
+            default) or ``floor`` max(1, ⌊n/η⌋) (Optuna's).
     """
 
     def __init__(
@@ -62,6 +65,7 @@ class AsyncHyperband:
         eta: int = 5,
         brackets: int | None = 1,
         promotion: PromotionRule | str = PromotionRule.LOSS,
+        keep: Keep | str = Keep.CEIL,
     ) -> None:
         validate_geometry(grace_epochs, eta, max_epochs)
         most = max_bracket_index(grace_epochs, eta, max_epochs) + 1
@@ -77,6 +81,10 @@ class AsyncHyperband:
         except ValueError:
             choices = ", ".join(r.value for r in PromotionRule)
             raise ConfigError(f"scheduler.promotion: must be one of {choices}; got {promotion!r}") from None
+        try:
+            self.keep = Keep(keep)
+        except ValueError:
+            raise ConfigError(f"scheduler.keep: must be one of ceil, floor; got {keep!r}") from None
         self.max_epochs = max_epochs
         self.grace_epochs = grace_epochs
         self.eta = eta
@@ -123,7 +131,7 @@ class AsyncHyperband:
                 continue
             rung.record(trial_id, RungEntry(loss=float(loss), cost_usd=float(cost_usd)))
             self.version += 1
-            if not is_promotable(trial_id, rung, self.eta, self.promotion):
+            if not is_promotable(trial_id, rung, self.eta, self.promotion, self.keep):
                 state.stop_reason = StopReason.RUNG_PRUNED
                 return Decision.STOP
         if epoch >= self.max_epochs:
@@ -170,3 +178,4 @@ class AsyncHyperband:
             {int(at): Rung((t, RungEntry(*e)) for t, e in rung.items()) for at, rung in b.items()}
             for b in state["rungs"]
         ]
+

@@ -43,6 +43,18 @@ class PromotionRule(str, Enum):
     PARETO = "pareto"
 
 
+class Keep(str, Enum):
+    """How many of a rung's n trials go on: ⌈n/η⌉ (ASHA, Ray Tune) or max(1, ⌊n/η⌋) (Optuna)."""
+
+    CEIL = "ceil"
+    FLOOR = "floor"
+
+
+def promoted_count(n: int, eta: int, keep: Keep = Keep.CEIL) -> int:
+    """How many of the ``n`` trials recorded at a rung are promoted (by count)."""
+    return max(1, n // eta) if keep is Keep.FLOOR else -(-n // eta)
+
+
 @dataclass(frozen=True, slots=True)
 class RungEntry:
     """A trial as recorded at a rung: its loss (lower is better) and dollars spent so far."""
@@ -191,6 +203,7 @@ def is_promotable(
     rung: Mapping[str, RungEntry],
     eta: int,
     rule: PromotionRule = PromotionRule.LOSS,
+    keep: Keep = Keep.CEIL,
 ) -> bool:
     """Whether ``trial_id`` (already recorded in ``rung``) goes on past this rung.
 
@@ -199,18 +212,20 @@ def is_promotable(
         rung: every trial recorded at this rung so far, including ``trial_id``.
         eta: reduction factor, η in the paper: 1/η of the rung's weight is promoted.
         rule: see the module docstring.
+        keep: ``ceil`` (⌈n/η⌉, ASHA's) or ``floor`` (max(1, ⌊n/η⌋), Optuna's) for the
+            rules that count trials (loss, pareto).
     """
     me = rung[trial_id]
     if math.isnan(me.loss):
         return False
     if rule is PromotionRule.PARETO:
-        return _pareto_promotable(trial_id, rung, eta)
+        return _pareto_promotable(trial_id, rung, eta, keep)
     by_cost = rule is PromotionRule.COST_SHARE
     if isinstance(rung, Rung):
         count, weight = rung.ahead(trial_id)
         if by_cost and rung.total_weight > 0:
             return weight < rung.total_weight / eta
-        return count < len(rung) / eta
+        return count < promoted_count(len(rung), eta, keep)
     # One pass, no sort: the weight of the trials ranked ahead of this one (by loss, ties by
     # id) against the rung's total — the same answer as walking the sorted rung, in O(n).
     key = (_key(me.loss), trial_id)
@@ -220,18 +235,20 @@ def is_promotable(
         total += weight
         if (_key(entry.loss), other_id) < key:
             ahead += weight
+    if not by_cost:
+        return ahead < promoted_count(len(rung), eta, keep)
     if total <= 0:  # nothing metered yet: fall back to counting trials
         total = float(len(rung))
         ahead = float(sum((_key(e.loss), i) < key for i, e in rung.items()))
     return ahead < total / eta
 
 
-def _pareto_promotable(trial_id: str, rung: Mapping[str, RungEntry], eta: int) -> bool:
+def _pareto_promotable(trial_id: str, rung: Mapping[str, RungEntry], eta: int, keep: Keep) -> bool:
     ids = list(rung)
     fronts = pareto_fronts([(_key(rung[i].loss), rung[i].cost_usd) for i in ids])
     order = sorted(range(len(ids)), key=lambda k: (fronts[k], _key(rung[ids[k]].loss), ids[k]))
     position = next(p for p, k in enumerate(order) if ids[k] == trial_id)
-    return position < len(ids) / eta
+    return position < promoted_count(len(ids), eta, keep)
 
 
 def _key(loss: float) -> float:

@@ -60,6 +60,8 @@ class CostAwareHyperBand(GovernedMixin, FIFOScheduler):
         eta: η, reduction factor; 1/η of a rung goes on (default 5: the top 20%).
         brackets: number of Hyperband brackets (default 1; ``None``: all that fit).
         promotion: ``loss`` (default), ``cost_share`` or ``pareto``.
+        keep: ``ceil`` (default: ⌈n/η⌉ of a rung go on, as ASHA) or ``floor``
+            (max(1, ⌊n/η⌋), as Optuna's pruners).
         cost_model: prices; default A100 at $2.50 per GPU-hour, CPU per core-hour.
         time_attr: result field that counts epochs (default ``training_iteration``).
         seconds_field: result field of metered seconds (default ``time_total_s``;
@@ -80,6 +82,7 @@ class CostAwareHyperBand(GovernedMixin, FIFOScheduler):
         eta: int = 5,
         brackets: int | None = 1,
         promotion: PromotionRule | str = PromotionRule.LOSS,
+        keep: str = "ceil",
         cost_model: CostModel | None = None,
         time_attr: str = "training_iteration",
         seconds_field: str = "time_total_s",
@@ -94,7 +97,7 @@ class CostAwareHyperBand(GovernedMixin, FIFOScheduler):
             raise ConfigError(f"mode: must be 'min' or 'max', got {mode!r}")
         self._metric = metric
         self._mode = mode
-        self.policy = AsyncHyperband(max_epochs, grace_epochs, eta, brackets, promotion)
+        self.policy = AsyncHyperband(max_epochs, grace_epochs, eta, brackets, promotion, keep)
         self.cost_model = cost_model or CostModel()
         self.time_attr = time_attr
         self.seconds_field = seconds_field

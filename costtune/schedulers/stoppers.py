@@ -12,7 +12,14 @@ from typing import Any
 from ray.tune import Stopper
 
 from costtune.ledger import Ledger, charged_increment
-from costtune.policy import Governor, MarginalRoiStopping, StopReason, SweepProgress, metric_reason
+from costtune.policy import (
+    Governor,
+    MarginalRoiStopping,
+    OutlookStopping,
+    StopReason,
+    SweepProgress,
+    metric_reason,
+)
 from costtune.schedulers.hyperband import oriented_loss
 
 
@@ -28,6 +35,8 @@ class CostStopper(Stopper):
         metric, mode: the metric and its direction.
         devices: devices each trial holds (for device-hours).
         seconds_field: the cumulative metered time field.
+        outlook: the scale-free learning-curve rule (``None``: off); it sees every result,
+            so that its incumbent is the sweep's best.
         ledger: the sweep's ledger; when Tune restores this stopper (resume), its budget,
             charged time and stopping curves are rebuilt from the ledger's log.
     """
@@ -42,6 +51,7 @@ class CostStopper(Stopper):
         sweep_progress: SweepProgress | None = None,
         seconds_field: str = "time_total_s",
         ledger: Ledger | None = None,
+        outlook: OutlookStopping | None = None,
     ) -> None:
         self.governor = governor
         self.ledger = ledger
@@ -50,6 +60,7 @@ class CostStopper(Stopper):
         self.devices = devices
         self.stopping = stopping
         self.sweep_progress = sweep_progress
+        self.outlook = outlook
         self.seconds_field = seconds_field
         self._reported: dict[str, dict[int, float]] = {}
         self._charged: dict[str, float] = {}
@@ -75,10 +86,15 @@ class CostStopper(Stopper):
             )
             if self.stopping is not None:
                 self.stopping.forget(trial_id)
-                for _epoch, seconds, metric in record.history:
-                    loss = metric if self.mode == "min" else -metric
+            if self.outlook is not None:
+                self.outlook.forget(trial_id)
+            for _epoch, seconds, metric in record.history:
+                loss = metric if self.mode == "min" else -metric
+                if self.stopping is not None:
                     usd = seconds * self.governor.usd_per_second
                     self.stopping.on_result(trial_id, loss, seconds * self.devices / 3600, usd)
+                if self.outlook is not None:
+                    self.outlook.on_result(trial_id, loss)
 
     def __call__(self, trial_id: str, result: dict[str, Any]) -> bool:
         if self.seconds_field not in result or "training_iteration" not in result:
@@ -106,6 +122,11 @@ class CostStopper(Stopper):
             if self.sweep_progress.should_stop():
                 self._stop_all = True
                 self.governor.reasons.setdefault(trial_id, StopReason.SWEEP_MARGINAL_ROI)
+        if self.outlook is not None and self.metric in result:
+            seen = self.outlook.on_result(trial_id, loss)  # every result: the incumbent is the sweep's
+            if reason is None and seen is not None:
+                reason = seen
+                self.governor.reasons.setdefault(trial_id, reason)
         if reason is None and self.stopping is not None:
             usd = charged * self.governor.usd_per_second
             reason = self.stopping.on_result(trial_id, loss, charged * self.devices / 3600, usd)

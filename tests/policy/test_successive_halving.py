@@ -9,6 +9,7 @@ from hypothesis import strategies as st
 
 from costtune.errors import ConfigError
 from costtune.policy import (
+    Keep,
     PromotionRule,
     Rung,
     RungEntry,
@@ -102,6 +103,25 @@ def test_loss_rule_promotes_exactly_ceil_n_over_eta(points, eta) -> None:
     rung = {f"t{i}": RungEntry(loss, cost) for i, (loss, cost) in enumerate(points)}
     promoted = [t for t in rung if is_promotable(t, rung, eta, PromotionRule.LOSS)]
     assert len(promoted) == math.ceil(len(rung) / eta)
+
+
+@given(rungs, st.integers(2, 8))
+def test_floor_keep_promotes_exactly_optunas_count(points, eta) -> None:
+    """keep=floor promotes max(1, ⌊n/η⌋) of a rung, as Optuna's SuccessiveHalvingPruner."""
+    rung = {f"t{i}": RungEntry(loss, cost) for i, (loss, cost) in enumerate(points)}
+    fast = Rung(rung.items())
+    for r in (rung, fast):
+        promoted = [t for t in r if is_promotable(t, r, eta, PromotionRule.LOSS, Keep.FLOOR)]
+        assert len(promoted) == max(1, len(rung) // eta)
+        assert set(promoted) == set(sorted(rung, key=lambda t: (rung[t].loss, t))[: len(promoted)])
+
+
+def test_keep_floor_is_stricter_than_ceil_from_the_second_trial() -> None:
+    rung = Rung((f"t{i}", RungEntry(float(i), 1.0)) for i in range(9))  # t0 best … t8 worst
+    assert is_promotable("t1", rung, 5, PromotionRule.LOSS, Keep.CEIL)  # ⌈9/5⌉ = 2
+    assert not is_promotable("t1", rung, 5, PromotionRule.LOSS, Keep.FLOOR)  # max(1, ⌊9/5⌋) = 1
+    alone = Rung([("first", RungEntry(3.0, 1.0))])
+    assert is_promotable("first", alone, 5, PromotionRule.LOSS, Keep.FLOOR)  # at least one goes on
 
 
 @given(rungs, st.integers(2, 8), st.sampled_from([PromotionRule.LOSS, PromotionRule.COST_SHARE]))
