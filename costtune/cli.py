@@ -407,12 +407,43 @@ def watch_idle(
     default="loss",
     show_default=True,
 )
+@click.option(
+    "--keep",
+    type=click.Choice(["ceil", "floor"]),
+    default="ceil",
+    show_default=True,
+    help="ceil: ⌈n/eta⌉ of a rung go on; floor: max(1, ⌊n/eta⌋).",
+)
+@click.option(
+    "--searcher",
+    type=click.Choice(["order", "random", "tpe"]),
+    default="order",
+    show_default=True,
+    help="order: the recorded order; random: a seeded shuffle; tpe: Optuna TPE over the recorded pool.",
+)
+@click.option("--seed", type=int, default=0, show_default=True, help="for --searcher random and tpe")
+@click.option(
+    "--stopping",
+    type=click.Choice(["none", "outlook"]),
+    default="none",
+    show_default=True,
+    help="outlook: stop a trial whose optimistic curve cannot beat the best so far.",
+)
+@click.option("--optimism", type=click.FloatRange(min=0), default=1.0, show_default=True, help="for outlook")
+@click.option(
+    "--budget", type=click.FloatRange(min=0, min_open=True), default=None, help="USD for the replay."
+)
 @click.option("--workers", type=click.IntRange(min=1), default=1, show_default=True)
 @click.option(
     "--price", type=click.FloatRange(min=0), default=2.50, show_default=True, help="USD per device-hour."
 )
+@click.option("--target", type=float, default=None, help="val_loss to reach [default: see --target-at].")
 @click.option(
-    "--target", type=float, default=None, help="val_loss to reach [default: the recorded sweep's best]."
+    "--target-at",
+    type=click.Choice(["final", "any"]),
+    default="final",
+    show_default=True,
+    help="default target: the recorded best at the last epoch (final) or at any epoch (any).",
 )
 @click.option("--json", "as_json", is_flag=True)
 def replay(
@@ -422,18 +453,29 @@ def replay(
     eta: int,
     brackets: int | None,
     promotion: str,
+    keep: str,
+    searcher: str,
+    seed: int,
+    stopping: str,
+    optimism: float,
+    budget: float | None,
     workers: int,
     price: float,
     target: float | None,
+    target_at: str,
     as_json: bool,
 ) -> None:
     """What would a finished sweep have cost under costtune? (CURVES: a recorded-curves table.)
 
-    Replays every configuration of CURVES, in order, on a simulated clock: once as recorded
-    (each to its last epoch) and once under CostAwareHyperBand, and prints both.
+    Replays CURVES on a simulated clock twice: as recorded (each configuration in file order
+    to its last recorded epoch) and under costtune (the scheduler, stopping rule, searcher
+    and budget given here, choosing only among the recorded configurations). A curve that
+    ends before the longest one was stopped when it was recorded: it is never taken as
+    finished. The same seed gives the same replay.
     """
     from costtune.curves import load_curves
-    from costtune.policy import AsyncHyperband
+    from costtune.policy import AsyncHyperband, OutlookRule, OutlookStopping
+    from costtune.pool import OrderedPool, TpePool
     from costtune.report import usd
     from costtune.simulate import simulate
 
@@ -441,22 +483,41 @@ def replay(
         table = list(load_curves(str(curves.resolve())).values())
         longest = max(c.epochs for c in table)
         policy = (
-            AsyncHyperband(longest, grace_epochs, eta, brackets, promotion)
+            AsyncHyperband(longest, grace_epochs, eta, brackets, promotion, keep)
             if scheduler == "hyperband"
             else None
         )
+        pool = (
+            TpePool(table, seed=seed)
+            if searcher == "tpe"
+            else OrderedPool(table, seed=seed if searcher == "random" else None)
+        )
+        outlook = OutlookStopping(OutlookRule(longest, optimism=optimism)) if stopping == "outlook" else None
     except ConfigError as exc:
         _fail(str(exc), EXIT_USAGE)
-    recorded = simulate(table, None, workers=workers, usd_per_device_hour=price)
-    costtune_run = simulate(table, policy, workers=workers, usd_per_device_hour=price)
-    goal = recorded.best_loss if target is None else target
-    rows = {
-        "recorded": recorded,
-        f"costtune ({scheduler})": costtune_run,
-    }
+    recorded = simulate(table, None, workers=workers, usd_per_device_hour=price, max_epochs=longest)
+    costtune_run = simulate(
+        [],
+        policy,
+        workers=workers,
+        usd_per_device_hour=price,
+        budget_usd=budget,
+        outlook=outlook,
+        max_epochs=longest,
+        next_curve=pool.ask,
+        on_trial_end=pool.tell,
+    )
+    finished = [c.val_loss[-1] for c in table if c.epochs == longest]
+    goal = target
+    if goal is None:
+        goal = recorded.best_loss if target_at == "any" or not finished else float(min(finished))
+    label = f"costtune ({scheduler}, {searcher}{', outlook' if outlook else ''})"
+    rows = {"recorded": recorded, "costtune": costtune_run}
     data = {
         name: {
             "epochs": len(sim.epochs),
+            "trials": len(sim.stopped_at),
+            "truncated": len(sim.truncated),
             "cost_usd": sim.total_usd,
             "best_val_loss": sim.best_loss,
             "cost_to_target_usd": sim.cost_to_target(goal),
@@ -464,16 +525,21 @@ def replay(
         }
         for name, sim in rows.items()
     }
+    settings = {"searcher": searcher, "seed": seed, "stopping": stopping, "budget_usd": budget, "keep": keep}
     if as_json:
-        click.echo(json.dumps({"target": goal, "runs": data}, indent=2))
+        click.echo(
+            json.dumps({"target": goal, "target_at": target_at, "settings": settings, "runs": data}, indent=2)
+        )
         return
     click.echo(
-        f"{len(table)} configurations, {workers} worker(s), ${price}/device-hour; target val_loss {goal:.4g}"
+        f"{len(table)} configurations ({len(recorded.truncated)} truncated), {workers} worker(s), "
+        f"${price}/device-hour; target val_loss {goal:.4g}"
+        + (" (given)" if target is not None else f" (recorded best, {target_at} epoch)")
     )
-    click.echo(f"{'':22}{'epochs':>8}{'cost':>12}{'best val_loss':>15}{'cost to target':>16}{'hours':>9}")
+    click.echo(f"{'':34}{'epochs':>8}{'cost':>12}{'best val_loss':>15}{'cost to target':>16}{'hours':>9}")
     for name, d in data.items():
         click.echo(
-            f"{name:22}{d['epochs']:>8}{usd(d['cost_usd']):>12}{d['best_val_loss']:>15.4g}"
+            f"{label if name == 'costtune' else name:34}{d['epochs']:>8}{usd(d['cost_usd']):>12}{d['best_val_loss']:>15.4g}"
             f"{usd(d['cost_to_target_usd']) if d['cost_to_target_usd'] is not None else 'not reached':>16}"
             f"{d['wall_clock_hours']:>9.2f}"
         )

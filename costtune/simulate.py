@@ -17,7 +17,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from costtune.curves import Curve
-from costtune.policy import AsyncHyperband, Decision, MarginalRoiStopping, OutlookStopping
+from costtune.policy import AsyncHyperband, Decision, MarginalRoiStopping, OutlookStopping, StopReason
 
 
 @dataclass(frozen=True, slots=True)
@@ -35,6 +35,8 @@ class Epoch:
 class Simulation:
     epochs: list[Epoch] = field(default_factory=list)
     stopped_at: dict[str, int] = field(default_factory=dict)
+    #: trials whose recorded curve ended before max_epochs: never taken as finished
+    truncated: set[str] = field(default_factory=set)
     decision_seconds: float = 0.0
 
     @property
@@ -66,6 +68,7 @@ def simulate(
     budget_usd: float | None = None,
     charge_decision_time: bool = False,
     outlook: OutlookStopping | None = None,
+    max_epochs: int | None = None,
     next_curve: Callable[[], Curve | None] | None = None,
     on_trial_end: Callable[[str, int, float], None] | None = None,
 ) -> Simulation:
@@ -75,6 +78,9 @@ def simulate(
     ``next_curve`` (a searcher in the loop), configurations are drawn from it once
     ``curves`` is used up; ``on_trial_end(config_id, last_epoch, last_loss)`` tells it how
     each trial ended. ``outlook`` sees every epoch first and may stop a trial too.
+    A curve shorter than ``max_epochs`` (a trial stopped early when it was recorded) ends at
+    its last epoch as *truncated* (``Simulation.truncated``; the policy hears
+    ``StopReason.TRUNCATED``), never as finished.
     ``charge_decision_time`` adds the host's measured decision time to the simulated clock
     (off by default: with it, runs on tied epoch times depend on the host's speed).
     """
@@ -123,7 +129,12 @@ def simulate(
             and policy.on_result(config_id, epoch, loss, spent_by_trial[config_id]) is Decision.STOP
         ):
             stop = True
-        stop = stop or epoch >= curve.epochs
+        if not stop and epoch >= curve.epochs:
+            stop = True
+            if max_epochs is not None and epoch < max_epochs:
+                sim.truncated.add(config_id)
+                if policy is not None:
+                    policy.on_end(config_id, StopReason.TRUNCATED)
         if stopping is not None and not stop:
             hours = curve.seconds_until(epoch) * curve.devices / 3600
             stop = stopping.on_result(config_id, loss, hours, spent_by_trial[config_id]) is not None

@@ -28,5 +28,6 @@ class StopReason(str, Enum):
     NAN_METRIC = "nan_metric"
     COMPLETED = "completed"
     ERROR = "error"
+    TRUNCATED = "truncated"  # replay: its recorded curve ends before max_epochs (stopped when recorded)
     INTERRUPTED = "interrupted"  # lost with a killed driver; its metered spend is kept
     STOPPED = "stopped"  # ended by something outside costtune (user, Tune's own stop)

@@ -1,0 +1,149 @@
+"""Searchers over a finite pool of recorded configurations, for replaying a finished sweep.
+
+A recorded sweep holds the curves of the configurations it ran and no others, so a searcher
+replayed over it may only pick from that pool:
+
+- :class:`OrderedPool`: the recorded order, or a seeded shuffle of it (random search);
+- :class:`TpePool`: Optuna's TPE proposes a configuration over a search space inferred
+  from the pool's ``hp.*`` columns; the proposal is mapped to the nearest unused recorded
+  configuration, and TPE is told what actually ran — through Optuna's public API only: the
+  proposal's trial is closed as failed (TPE ignores failed trials) and the configuration
+  that ran is added with its result (:func:`optuna.trial.create_trial`).
+
+Both answer ``ask() -> Curve | None`` (``None``: the pool is used up) and ``tell(config_id,
+epoch, loss)`` — the simulator's ``next_curve`` and ``on_trial_end`` — and are seeded:
+the same seed gives the same proposals.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+from collections.abc import Sequence
+from typing import Any
+
+from costtune.curves import Curve
+from costtune.errors import ConfigError
+
+
+class OrderedPool:
+    """The pool in its recorded order (``seed=None``) or in a seeded random order."""
+
+    def __init__(self, curves: Sequence[Curve], seed: int | None = None) -> None:
+        self._queue = list(curves)
+        if seed is not None:
+            random.Random(seed).shuffle(self._queue)
+        self._queue.reverse()  # pop() from the end
+
+    def ask(self) -> Curve | None:
+        return self._queue.pop() if self._queue else None
+
+    def tell(self, config_id: str, epoch: int, loss: float) -> None:
+        """Random search learns nothing."""
+
+
+def infer_space(curves: Sequence[Curve]) -> dict[str, Any]:
+    """Optuna distributions over the pool's hyperparameters.
+
+    Numbers: integer or float ranges from the pool's minimum to maximum, log-scaled when all
+    are positive and span at least a factor 100; anything else: a categorical choice.
+    A hyperparameter with a single value is left out (nothing to choose).
+    """
+    import optuna.distributions as d
+
+    if not curves or not curves[0].hyperparameters:
+        raise ConfigError("replay: a searcher needs hp.<name> columns in the curves table")
+    names = list(curves[0].hyperparameters)
+    space: dict[str, Any] = {}
+    for name in names:
+        values = [c.hyperparameters.get(name) for c in curves]
+        numbers = [float(v) for v in values if isinstance(v, (int, float)) and not isinstance(v, bool)]
+        if len(numbers) == len(values) and all(math.isfinite(v) for v in numbers):
+            low, high = min(numbers), max(numbers)
+            if low == high:
+                continue
+            log = low > 0 and high / low >= 100
+            if all(v.is_integer() for v in numbers):
+                space[name] = d.IntDistribution(int(low), int(high), log=log)
+            else:
+                space[name] = d.FloatDistribution(low, high, log=log)
+        else:
+            choices = tuple(dict.fromkeys(str(v) for v in values))
+            if len(choices) > 1:
+                space[name] = d.CategoricalDistribution(choices)
+    if not space:
+        raise ConfigError("replay: every hyperparameter has one value in the pool; nothing to search")
+    return space
+
+
+def _position(value: Any, dist: Any) -> float:
+    """Where ``value`` lies in ``dist``, scaled to [0, 1] (log-scaled where the space is)."""
+    low, high = float(dist.low), float(dist.high)
+    v = min(max(float(value), low), high)
+    if dist.log:
+        return (math.log(v) - math.log(low)) / (math.log(high) - math.log(low))
+    return (v - low) / (high - low)
+
+
+def distance(a: dict[str, Any], b: dict[str, Any], space: dict[str, Any]) -> float:
+    """Squared distance in the unit cube of ``space`` (a categorical mismatch counts 1)."""
+    total = 0.0
+    for name, dist in space.items():
+        if hasattr(dist, "choices"):
+            total += float(str(a[name]) != str(b[name]))
+        else:
+            total += (_position(a[name], dist) - _position(b[name], dist)) ** 2
+    return total
+
+
+class TpePool:
+    """Optuna's TPE over a pool: proposals snapped to the nearest unused recorded configuration.
+
+    Args:
+        curves: the pool.
+        seed: TPE's seed.
+        n_startup_trials: random proposals before TPE models (Optuna's default 10).
+    """
+
+    def __init__(self, curves: Sequence[Curve], seed: int = 0, n_startup_trials: int = 10) -> None:
+        import optuna
+
+        optuna.logging.set_verbosity(optuna.logging.WARNING)
+        self._optuna = optuna
+        self.space = infer_space(curves)
+        self._unused = {c.config_id: c for c in curves}
+        self._pending: dict[str, Any] = {}
+        self.study = optuna.create_study(
+            sampler=optuna.samplers.TPESampler(seed=seed, n_startup_trials=n_startup_trials)
+        )
+
+    def _params(self, curve: Curve) -> dict[str, Any]:
+        hp = curve.hyperparameters
+        return {name: str(hp[name]) if hasattr(d, "choices") else hp[name] for name, d in self.space.items()}
+
+    def ask(self) -> Curve | None:
+        if not self._unused:
+            return None
+        trial = self.study.ask(fixed_distributions=self.space)
+        proposal = trial.params
+        # nearest unused configuration; ties go to the earlier recorded one (dicts keep order)
+        curve = min(self._unused.values(), key=lambda c: distance(proposal, self._params(c), self.space))
+        del self._unused[curve.config_id]
+        self.study.tell(trial, state=self._optuna.trial.TrialState.FAIL)
+        self._pending[curve.config_id] = curve
+        return curve
+
+    def tell(self, config_id: str, epoch: int, loss: float) -> None:
+        """The configuration that ran ended at ``epoch`` with ``loss``: TPE learns that."""
+        curve = self._pending.pop(config_id)
+        value = loss if math.isfinite(loss) else None
+        self.study.add_trial(
+            self._optuna.trial.create_trial(
+                params=self._params(curve),
+                distributions=self.space,
+                value=value,
+                state=self._optuna.trial.TrialState.COMPLETE
+                if value is not None
+                else self._optuna.trial.TrialState.FAIL,
+            )
+        )

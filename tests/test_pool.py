@@ -1,0 +1,170 @@
+"""Replaying a recorded sweep with every method: searchers over the recorded pool, truncated
+curves, stopping rules, budget, seeds."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import numpy as np
+import optuna
+import pandas as pd
+import pytest
+from click.testing import CliRunner
+
+from costtune.cli import main
+from costtune.curves import Curve, curves_from_frame
+from costtune.errors import ConfigError
+from costtune.policy import AsyncHyperband, OutlookRule, OutlookStopping, StopReason
+from costtune.pool import OrderedPool, TpePool, infer_space
+from costtune.simulate import simulate
+
+
+def _pool(n: int = 60, epochs: int = 20, truncate: dict[int, int] | None = None) -> list[Curve]:
+    """Curves whose final loss is a smooth function of (lr, layers, act): TPE can learn it."""
+    rng = np.random.default_rng(7)
+    out = []
+    for i in range(n):
+        lr = float(10 ** rng.uniform(-4, -1))
+        layers = int(rng.integers(1, 6))
+        act = ["relu", "tanh"][i % 2]
+        final = 0.1 + (math.log10(lr) + 2.5) ** 2 / 4 + 0.02 * layers + (0.05 if act == "tanh" else 0.0)
+        length = (truncate or {}).get(i, epochs)
+        losses = np.array([final + 1.0 / e for e in range(1, length + 1)])
+        out.append(
+            Curve(f"c{i}", {"lr": lr, "layers": layers, "act": act}, losses, np.full(length, 60.0), 1.0)
+        )
+    return out
+
+
+def test_space_is_inferred_from_the_pool() -> None:
+    space = infer_space(_pool())
+    assert isinstance(space["lr"], optuna.distributions.FloatDistribution) and space["lr"].log
+    assert isinstance(space["layers"], optuna.distributions.IntDistribution) and not space["layers"].log
+    assert space["act"].choices == ("relu", "tanh")
+    with pytest.raises(ConfigError, match="^replay: a searcher needs hp"):
+        infer_space([Curve("x", {}, np.ones(3), np.ones(3), 1.0)])
+
+
+def test_tpe_is_told_the_configuration_that_actually_ran() -> None:
+    pool = _pool()
+    searcher = TpePool(pool, seed=3)
+    sim = simulate(
+        [], AsyncHyperband(20, 2, 3), max_epochs=20, next_curve=searcher.ask, on_trial_end=searcher.tell
+    )
+    assert set(sim.stopped_at) == {c.config_id for c in pool}  # the whole pool, each once
+    by_id = {c.config_id: c for c in pool}
+    complete = searcher.study.get_trials(states=[optuna.trial.TrialState.COMPLETE])
+    assert len(complete) == len(pool)
+    ran = [(c.hyperparameters["lr"], c.hyperparameters["layers"], c.hyperparameters["act"]) for c in pool]
+    for trial in complete:
+        assert (trial.params["lr"], trial.params["layers"], trial.params["act"]) in ran
+    # the value TPE holds for a configuration is its loss where it ended in the replay
+    ended = {(by_id[c].hyperparameters["lr"]): by_id[c].val_loss[e - 1] for c, e in sim.stopped_at.items()}
+    for trial in complete:
+        assert trial.value == pytest.approx(ended[trial.params["lr"]])
+
+
+def test_tpe_over_the_pool_finds_good_configurations_sooner_than_random_order() -> None:
+    pool = _pool(n=120)
+    target = sorted(c.val_loss[-1] for c in pool)[3]  # the 4th-best final loss
+    costs = {"random": [], "tpe": []}
+    for seed in range(5):
+        for name, searcher in (("random", OrderedPool(pool, seed=seed)), ("tpe", TpePool(pool, seed=seed))):
+            sim = simulate(
+                [],
+                AsyncHyperband(20, 2, 3),
+                max_epochs=20,
+                next_curve=searcher.ask,
+                on_trial_end=searcher.tell,
+            )
+            costs[name].append(sim.cost_to_target(target))
+    assert all(c is not None for c in costs["tpe"])
+    assert np.median(costs["tpe"]) < np.median(costs["random"])
+
+
+def test_same_seed_same_replay_and_another_seed_another() -> None:
+    pool = _pool()
+
+    def log(searcher_seed: int, kind: str) -> tuple:
+        searcher = (
+            TpePool(pool, seed=searcher_seed) if kind == "tpe" else OrderedPool(pool, seed=searcher_seed)
+        )
+        sim = simulate(
+            [],
+            AsyncHyperband(20, 2, 3),
+            outlook=OutlookStopping(OutlookRule(20)),
+            workers=3,
+            max_epochs=20,
+            next_curve=searcher.ask,
+            on_trial_end=searcher.tell,
+        )
+        return tuple((e.clock_s, e.config_id, e.epoch) for e in sim.epochs)
+
+    for kind in ("tpe", "random"):
+        assert log(1, kind) == log(1, kind)
+        assert log(1, kind) != log(2, kind)
+
+
+def test_a_truncated_curve_is_never_taken_as_finished() -> None:
+    pool = _pool(n=6, truncate={1: 7, 4: 12})
+    policy = AsyncHyperband(20, 2, 3)
+    sim = simulate(pool, None, max_epochs=20)
+    assert sim.truncated == {"c1", "c4"}
+    assert sim.stopped_at["c1"] == 7 and sim.stopped_at["c0"] == 20
+    sim = simulate(pool, policy, max_epochs=20)
+    for trial in sim.truncated:
+        assert policy.stop_reason(trial) is StopReason.TRUNCATED
+    assert all(policy.stop_reason(t) is not StopReason.COMPLETED for t in ("c1", "c4"))
+
+
+def test_budget_ends_the_replay() -> None:
+    pool = _pool()
+    sim = simulate([], None, budget_usd=1.0, max_epochs=20, next_curve=OrderedPool(pool).ask)
+    assert 1.0 <= sim.total_usd < 1.0 + 60 / 3600 * 2.5 + 1e-9  # stops within one epoch of the budget
+
+
+def _table(pool: list[Curve]) -> pd.DataFrame:
+    rows = []
+    for c in pool:
+        for e, loss in enumerate(c.val_loss, start=1):
+            rows.append(
+                {
+                    "config_id": c.config_id,
+                    **{f"hp.{k}": v for k, v in c.hyperparameters.items()},
+                    "epoch": e,
+                    "val_loss": loss,
+                    "epoch_seconds": 60.0,
+                    "devices": 1,
+                }
+            )
+    return pd.DataFrame(rows)
+
+
+def test_replay_cli_with_searcher_stopping_budget_and_seed(tmp_path) -> None:
+    path = tmp_path / "sweep.csv"
+    pool = _pool(n=40, truncate={0: 5})
+    _table(pool).to_csv(path, index=False)
+    assert len(curves_from_frame(pd.read_csv(path))) == 40
+    args = ["replay", str(path), "--searcher", "tpe", "--seed", "4", "--stopping", "outlook", "--json"]
+    first = CliRunner().invoke(main, [*args, "--budget", "3"])
+    assert first.exit_code == 0, first.output
+    data = json.loads(first.output)
+    assert data["settings"] == {
+        "searcher": "tpe",
+        "seed": 4,
+        "stopping": "outlook",
+        "budget_usd": 3.0,
+        "keep": "ceil",
+    }
+    assert data["runs"]["recorded"]["truncated"] == 1
+    assert data["runs"]["costtune"]["cost_usd"] <= 3.0 + 60 / 3600 * 2.5
+    # the default target is the best recorded loss at the last epoch, not at any epoch
+    finals = [c.val_loss[-1] for c in pool if c.epochs == 20]
+    assert data["target"] == pytest.approx(min(finals))
+    again = CliRunner().invoke(main, [*args, "--budget", "3"])
+    assert json.loads(again.output) == data
+    anywhere = json.loads(CliRunner().invoke(main, [*args, "--target-at", "any"]).output)
+    assert anywhere["target"] == pytest.approx(min(float(c.val_loss.min()) for c in pool))
+    bad = CliRunner().invoke(main, ["replay", str(path), "--searcher", "bohb"])
+    assert bad.exit_code == 2 and "--searcher" in bad.output
