@@ -19,6 +19,16 @@ EXIT_FAILED = 1
 EXIT_USAGE = 2
 
 
+_ALLOW_PATH = click.option(
+    "--allow-path",
+    "allow_paths",
+    multiple=True,
+    type=click.Path(path_type=Path),
+    help="Also read search_space files from under this folder (repeatable); by default only the "
+    "config's folder and search_spaces/.",
+)
+
+
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(package_name="costtune")
 def main() -> None:
@@ -65,8 +75,10 @@ def main() -> None:
     is_flag=True,
     help="Run even if the budget gate fails (grid search, or over the limits without an approval block).",
 )
+@_ALLOW_PATH
 def sweep(
     config: Path | None,
+    allow_paths: tuple[Path, ...],
     resume_dir: Path | None,
     output: Path | None,
     seed: int | None,
@@ -96,7 +108,7 @@ def sweep(
     if config is None:
         _fail("sweep: give a CONFIG file, or --resume RUN_DIR", EXIT_USAGE)
     try:
-        cfg = load_config(config)
+        cfg = load_config(config, allow_paths=allow_paths)
     except ConfigError as exc:
         _fail(str(exc), EXIT_USAGE)
     from costtune.sweep import run_sweep
@@ -242,7 +254,10 @@ def _print_estimate(est: Any) -> None:
 )
 @click.option("--calibrate-trials", type=click.IntRange(1, 64), default=4, show_default=True)
 @click.option("--json", "as_json", is_flag=True, help="Print the estimate as JSON.")
-def estimate(config: Path, calibrate: bool, calibrate_trials: int, as_json: bool) -> None:
+@_ALLOW_PATH
+def estimate(
+    config: Path, calibrate: bool, calibrate_trials: int, as_json: bool, allow_paths: tuple[Path, ...]
+) -> None:
     """Worst-case and expected cost of CONFIG's sweep, before it runs.
 
     From the scheduler's geometry (Hyperband rungs and brackets), the number of trials,
@@ -252,7 +267,7 @@ def estimate(config: Path, calibrate: bool, calibrate_trials: int, as_json: bool
     from costtune.config import load_config
 
     try:
-        cfg = load_config(config)
+        cfg = load_config(config, allow_paths=allow_paths)
         est = _estimate_for(cfg, calibrate, calibrate_trials)
     except ConfigError as exc:
         _fail(str(exc), EXIT_USAGE)
@@ -287,6 +302,7 @@ def estimate(config: Path, calibrate: bool, calibrate_trials: int, as_json: bool
 )
 @click.option("--calibrate-trials", type=click.IntRange(1, 64), default=4, show_default=True)
 @click.option("--json", "as_json", is_flag=True, help="Print the verdict as JSON.")
+@_ALLOW_PATH
 def gate(
     config: Path,
     max_cost_usd: float | None,
@@ -295,6 +311,7 @@ def gate(
     calibrate: bool,
     calibrate_trials: int,
     as_json: bool,
+    allow_paths: tuple[Path, ...],
 ) -> None:
     """CI budget gate: exit 0 within limits (or approved), 1 over them, 2 invalid config.
 
@@ -305,7 +322,7 @@ def gate(
     from costtune.gate import check
 
     try:
-        cfg = load_config(config)
+        cfg = load_config(config, allow_paths=allow_paths)
         est = _estimate_for(cfg, calibrate, calibrate_trials)
     except ConfigError as exc:
         _fail(str(exc), EXIT_USAGE)
@@ -539,7 +556,8 @@ def replay(
     click.echo(f"{'':34}{'epochs':>8}{'cost':>12}{'best val_loss':>15}{'cost to target':>16}{'hours':>9}")
     for name, d in data.items():
         click.echo(
-            f"{label if name == 'costtune' else name:34}{d['epochs']:>8}{usd(d['cost_usd']):>12}{d['best_val_loss']:>15.4g}"
+            f"{label if name == 'costtune' else name:34}{d['epochs']:>8}{usd(d['cost_usd']):>12}"
+            f"{d['best_val_loss']:>15.4g}"
             f"{usd(d['cost_to_target_usd']) if d['cost_to_target_usd'] is not None else 'not reached':>16}"
             f"{d['wall_clock_hours']:>9.2f}"
         )

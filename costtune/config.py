@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import math
 import re
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Literal
 
@@ -242,8 +243,15 @@ def planned_trials(config: SweepConfig) -> int:
     return grid_size(config) if config.searcher.type == "grid" else config.num_samples
 
 
-def load_config(path: str | Path, overrides: dict[str, Any] | None = None) -> SweepConfig:
-    """Read and validate a sweep config; raise :class:`ConfigError` with a one-line message."""
+def load_config(
+    path: str | Path, overrides: dict[str, Any] | None = None, allow_paths: Sequence[str | Path] = ()
+) -> SweepConfig:
+    """Read and validate a sweep config; raise :class:`ConfigError` with a one-line message.
+
+    A ``search_space: FILE`` is read only from under the config's folder, the search-space
+    library, or an ``allow_paths`` folder: a config reviewed in CI must not read (and echo)
+    files elsewhere. Errors in a search space read from a file never quote its values.
+    """
     path = Path(path)
     try:
         raw = yaml.safe_load(path.read_text(encoding="utf-8"))
@@ -257,31 +265,48 @@ def load_config(path: str | Path, overrides: dict[str, Any] | None = None) -> Sw
         raise ConfigError(f"config: {path} is not valid YAML{where}") from None
     if not isinstance(raw, dict):
         raise ConfigError(f"config: {path} must be a YAML mapping of keys, got {type(raw).__name__}")
+    redact: tuple[str, ...] = ()
     if isinstance(raw.get("search_space"), str):
-        raw["search_space"] = _load_search_space(raw["search_space"], path.parent)
-    return parse_config({**raw, **(overrides or {})})
+        raw["search_space"] = _load_search_space(raw["search_space"], path.parent, allow_paths)
+        redact = ("search_space",)
+    return parse_config({**raw, **(overrides or {})}, redact=redact)
 
 
-def parse_config(raw: dict[str, Any]) -> SweepConfig:
-    """Validate an already-parsed config mapping (the Python API's entry point)."""
+def parse_config(raw: dict[str, Any], redact: Sequence[str] = ()) -> SweepConfig:
+    """Validate an already-parsed config mapping (the Python API's entry point).
+
+    ``redact``: top-level keys whose offending values an error must not quote.
+    """
     try:
         return SweepConfig.model_validate(raw)
     except ValidationError as exc:
-        raise ConfigError(_one_line(exc)) from None
+        raise ConfigError(_one_line(exc, redact)) from None
 
 
-def _load_search_space(name: str, base: Path) -> Any:
-    for candidate in (
-        base / name,
-        Path(name),
-        SEARCH_SPACE_LIBRARY / name,
-        SEARCH_SPACE_LIBRARY / f"{name}.yaml",
-    ):
-        if candidate.is_file():
-            try:
-                return yaml.safe_load(candidate.read_text(encoding="utf-8"))
-            except yaml.YAMLError:
-                raise ConfigError(f"search_space: {candidate} is not valid YAML") from None
+def _load_search_space(name: str, base: Path, allow_paths: Sequence[str | Path] = ()) -> Any:
+    roots = [base.resolve(), SEARCH_SPACE_LIBRARY.resolve(), *(Path(p).resolve() for p in allow_paths)]
+    outside = None
+    for candidate in (base / name, SEARCH_SPACE_LIBRARY / name, SEARCH_SPACE_LIBRARY / f"{name}.yaml"):
+        if not candidate.is_file():
+            continue
+        real = candidate.resolve()  # links and '..' followed: where the bytes really are
+        if not any(real.is_relative_to(root) for root in roots):
+            outside = candidate
+            continue
+        try:
+            loaded = yaml.safe_load(real.read_text(encoding="utf-8"))
+        except (yaml.YAMLError, UnicodeDecodeError):
+            raise ConfigError(f"search_space: {candidate} is not valid YAML") from None
+        except OSError as exc:
+            raise ConfigError(f"search_space: cannot read {candidate}: {exc.strerror}") from None
+        if not isinstance(loaded, dict):
+            raise ConfigError(f"search_space: {candidate} must be a YAML mapping of parameters")
+        return loaded
+    if outside is not None:
+        raise ConfigError(
+            f"search_space: {name!r} is outside the config's folder and search_spaces/; "
+            "move it there or allow its folder (--allow-path)"
+        )
     raise ConfigError(
         f"search_space: no search-space file {name!r} (looked beside the config and in search_spaces/)"
     )
@@ -292,11 +317,11 @@ def _path_part(part: Any) -> str:
     return text if re.fullmatch(r"[\w-]+", text) else json.dumps(text)
 
 
-def _one_line(exc: ValidationError) -> str:
-    return " ".join(_message(exc).splitlines())
+def _one_line(exc: ValidationError, redact: Sequence[str] = ()) -> str:
+    return " ".join(_message(exc, redact).splitlines())
 
 
-def _message(exc: ValidationError) -> str:
+def _message(exc: ValidationError, redact: Sequence[str] = ()) -> str:
     err = exc.errors(include_url=False)[0]
     loc = ".".join(_path_part(p) for p in err["loc"] if not str(p).startswith("function-"))
     msg: str = err["msg"]
@@ -310,6 +335,8 @@ def _message(exc: ValidationError) -> str:
         msg = msg.removeprefix("Value error, ")
         # a model-level check names its own field when it can
         return msg if re.match(r"^[\w.]+: ", msg) else f"{prefix}{msg}"
+    if err["loc"] and str(err["loc"][0]) in redact:
+        return f"{prefix}{msg[:1].lower()}{msg[1:]} (value not shown: it came from a file)"
     got = repr(err.get("input"))
     if len(got) > 60:
         got = got[:57] + "..."

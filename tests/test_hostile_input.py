@@ -124,3 +124,55 @@ def test_yaml_is_read_with_a_safe_loader(tmp_path) -> None:
         assert "not valid YAML" in str(exc)
     else:
         raise AssertionError("a python/object tag was accepted")
+
+
+SECRET = "ghp_s3cr3tT0kenValue"
+
+
+def _secret_world(tmp_path):
+    """A secret file outside the config's folder, a config folder, and a link out of it."""
+    (tmp_path / "home").mkdir()
+    secret = tmp_path / "home" / ".env"
+    secret.write_text(f"GITHUB_TOKEN={SECRET}\n")
+    (tmp_path / "home" / "keys.yaml").write_text(f"token: {SECRET}\nlr: {SECRET}\n")
+    configs = tmp_path / "repo" / "configs"
+    configs.mkdir(parents=True)
+    (configs / "linked.yaml").symlink_to(tmp_path / "home" / "keys.yaml")
+    return configs
+
+
+def _config(configs, search_space: str):
+    path = configs / "sweep.yaml"
+    path.write_text(yaml.safe_dump({**VALID, "search_space": search_space}))
+    return path
+
+
+def test_search_space_files_stay_where_configs_live_and_are_never_echoed(tmp_path) -> None:
+    configs = _secret_world(tmp_path)
+    for hostile in ("../../home/.env", str(tmp_path / "home" / ".env"), "../../home/keys.yaml", "linked.yaml"):
+        for command in (["gate"], ["estimate"], ["sweep", "--no-progress"]):
+            result = CliRunner().invoke(main, [*command, str(_config(configs, hostile))])
+            assert result.exit_code == 2, (hostile, command, result.output)
+            assert SECRET not in result.output
+            assert "search_space:" in result.output and "outside the config's folder" in result.output
+            assert result.output.count("\n") == 1 and "Traceback" not in result.output
+
+
+def test_an_allowed_folder_is_read_but_its_values_are_still_not_quoted(tmp_path) -> None:
+    configs = _secret_world(tmp_path)
+    path = _config(configs, "../../home/keys.yaml")
+    result = CliRunner().invoke(main, ["gate", str(path), "--allow-path", str(tmp_path / "home")])
+    assert result.exit_code == 2 and SECRET not in result.output
+    assert result.output.startswith("costtune: error: search_space.") and "value not shown" in result.output
+    env = _config(configs, "../../home/.env")
+    result = CliRunner().invoke(main, ["gate", str(env), "--allow-path", str(tmp_path / "home")])
+    assert result.exit_code == 2 and SECRET not in result.output
+    assert "must be a YAML mapping of parameters" in result.output
+
+
+def test_a_search_space_beside_the_config_or_in_the_library_still_loads(tmp_path) -> None:
+    configs = tmp_path / "c"
+    configs.mkdir()
+    (configs / "space.yaml").write_text("lr: {type: loguniform, low: 1.0e-4, high: 1.0e-1}\n")
+    assert set(load_config(_config(configs, "space.yaml")).search_space) == {"lr"}
+    assert load_config(_config(configs, "mlp.yaml")).search_space  # search_spaces/mlp.yaml
