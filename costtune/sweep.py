@@ -35,6 +35,7 @@ from costtune.policy import (
     SweepProgress,
 )
 from costtune.run import ledger_spec, load_run_config
+from costtune.rundir import claim_existing, claim_new
 from costtune.trainables import BUILTIN_TRAINABLES
 
 
@@ -104,9 +105,21 @@ def run_sweep(
     trainable = resolve_trainable(config.trainable.name)
     out = Path(output) if output is not None else default_output_dir(config)
     out = out.resolve()
-    if (out / LEDGER_FILE).exists():
-        raise ConfigError(f"output: {out} already holds a sweep; choose another directory")
-    out.mkdir(parents=True, exist_ok=True)
+    lock = claim_new(out)
+    try:
+        return _run(config, trainable, out, progress, ray_address, gpu_sampler_factory)
+    finally:
+        lock.release()
+
+
+def _run(
+    config: SweepConfig,
+    trainable: Callable[..., Any],
+    out: Path,
+    progress: bool,
+    ray_address: str | None,
+    gpu_sampler_factory: Callable[[], GpuSampler] | None,
+) -> SweepResult:
     (out / "config.yaml").write_text(yaml.safe_dump(config.model_dump(mode="json"), sort_keys=False))
 
     from ray import tune
@@ -266,6 +279,17 @@ def resume_sweep(
     experiment = out / "ray"
     if not (out / LEDGER_FILE).exists() or not tune.Tuner.can_restore(str(experiment)):
         raise ConfigError(f"--resume: {out} holds no resumable costtune sweep")
+    del progress  # the live view is restored with the other callbacks
+    lock = claim_existing(out)
+    try:
+        return _resume(out, experiment, ray_address)
+    finally:
+        lock.release()
+
+
+def _resume(out: Path, experiment: Path, ray_address: str | None) -> SweepResult:
+    from ray import tune
+
     config = load_run_config(out)
     trainable = resolve_trainable(config.trainable.name)
     _prepare_environment()
@@ -277,7 +301,6 @@ def resume_sweep(
         resume_unfinished=True,
         resume_errored=False,
     )
-    del progress  # the live view is restored with the other callbacks
     return _fit_and_write(tuner, config, Ledger(ledger_spec(config), out), out)
 
 

@@ -1,0 +1,65 @@
+"""A run directory belongs to one sweep: never overwritten, never shared, locked while used."""
+
+from __future__ import annotations
+
+import pytest
+import yaml
+from click.testing import CliRunner
+
+from costtune.cli import main
+from costtune.errors import ConfigError
+from costtune.rundir import claim_existing, claim_new
+
+CONFIG = {
+    "name": "rundir",
+    "max_epochs": 5,
+    "num_samples": 1,
+    "search_space": {"lr": {"type": "loguniform", "low": 1.0e-4, "high": 1.0e-1}},
+    "cost": {"epoch_seconds": 1.0},
+}
+
+
+def test_a_new_run_takes_only_a_missing_or_empty_directory(tmp_path) -> None:
+    fresh = tmp_path / "a" / "b"
+    claim_new(fresh).release()
+    assert fresh.is_dir()
+    (tmp_path / "empty").mkdir()
+    claim_new(tmp_path / "empty").release()
+    (tmp_path / "file").write_text("x")
+    with pytest.raises(ConfigError, match=r"^output: .*file is a file, not a directory$"):
+        claim_new(tmp_path / "file")
+    with pytest.raises(ConfigError, match=r"^output: cannot create .*under"):
+        claim_new(tmp_path / "file" / "under")
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "ledger.jsonl").write_text("")
+    with pytest.raises(ConfigError, match=r"already holds a sweep; continue it with costtune sweep --resume"):
+        claim_new(run)
+
+
+def test_a_directory_with_the_users_files_is_refused_and_left_untouched(tmp_path) -> None:
+    mine = tmp_path / "results"
+    mine.mkdir()
+    (mine / "summary.json").write_text('{"mine": true}')
+    (mine / "trials.csv").write_text("a,b\n1,2\n")
+    with pytest.raises(ConfigError, match=r"^output: .* is not empty and holds no costtune run \(2 entries\)"):
+        claim_new(mine)
+    assert (mine / "summary.json").read_text() == '{"mine": true}'
+    config = tmp_path / "sweep.yaml"
+    config.write_text(yaml.safe_dump(CONFIG))
+    result = CliRunner().invoke(main, ["sweep", str(config), "--output", str(mine), "--no-progress"])
+    assert result.exit_code == 2 and result.output.count("\n") == 1, result.output
+    assert "is not empty and holds no costtune run" in result.output
+    assert sorted(p.name for p in mine.iterdir() if not p.name.startswith(".")) == ["summary.json", "trials.csv"]
+    assert (mine / "trials.csv").read_text() == "a,b\n1,2\n"
+
+
+def test_a_locked_run_refuses_a_second_sweep_or_resume_until_released(tmp_path) -> None:
+    run = tmp_path / "run"
+    lock = claim_new(run)
+    with pytest.raises(ConfigError, match=r"^--resume: .* is in use by another costtune sweep$"):
+        claim_existing(run)
+    with pytest.raises(ConfigError, match=r"^output: .* is in use by another costtune sweep$"):
+        claim_new(run)
+    lock.release()
+    claim_existing(run).release()  # the lock went with its holder
