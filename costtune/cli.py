@@ -8,6 +8,7 @@ from __future__ import annotations
 import contextlib
 import json
 import sys
+import warnings
 from pathlib import Path
 from typing import Any, NoReturn
 
@@ -40,6 +41,7 @@ def main() -> None:
       costtune report runs/digits-<timestamp> --html report.html
       costtune compare RUN_A RUN_B
     """
+    warnings.showwarning = _show_warning
 
 
 @main.command()
@@ -165,9 +167,11 @@ def report(run_dir: Path, fmt: str, sort: str, html_path: Path | None, min_roi: 
     from costtune.run import load_run
 
     try:
-        built = rp.build_report(load_run(run_dir), min_roi=min_roi)
+        run = load_run(run_dir)
+        built = rp.build_report(run, min_roi=min_roi)
     except ConfigError as exc:
         _fail(str(exc), EXIT_USAGE)
+    _say_unreadable(run.ledger)
     if fmt == "csv":
         s = built.summary
         click.echo(rp.sort_trials(built.trials, s["metric"], s["mode"], sort).to_csv(index=False), nl=False)
@@ -204,9 +208,12 @@ def compare(run_dirs: tuple[Path, ...], target: float | None, fmt: str) -> None:
     if len(run_dirs) < 2:
         _fail("compare: give at least two run directories", EXIT_USAGE)
     try:
-        frame = rp.compare_runs([load_run(d) for d in run_dirs], target)
+        runs = [load_run(d) for d in run_dirs]
+        frame = rp.compare_runs(runs, target)
     except ConfigError as exc:
         _fail(str(exc), EXIT_USAGE)
+    for run in runs:
+        _say_unreadable(run.ledger)
     if fmt == "csv":
         click.echo(frame.to_csv(index=False), nl=False)
     elif fmt == "json":
@@ -605,6 +612,27 @@ def lcbench(
     else:
         frame.to_csv(out, index=False)
     click.echo(f"{len(configs)} configurations × 52 epochs of task {task} → {out}")
+
+
+_default_showwarning = warnings.showwarning
+
+
+def _show_warning(message: Warning | str, category: type[Warning], *args: Any, **kwargs: Any) -> None:
+    """costtune's own warnings (a repaired ledger) in one line; others as Python prints them."""
+    from costtune.ledger import LedgerWarning
+
+    if issubclass(category, LedgerWarning):
+        click.echo(f"costtune: warning: {message}", err=True)
+    else:
+        _default_showwarning(message, category, *args, **kwargs)
+
+
+def _say_unreadable(ledger: Any) -> None:
+    if ledger.unreadable_lines:
+        click.echo(
+            f"costtune: warning: {ledger.unreadable_lines} unreadable line(s) of {ledger.path} skipped",
+            err=True,
+        )
 
 
 def _fail(message: str, code: int) -> NoReturn:

@@ -14,6 +14,7 @@ import math
 import os
 import tempfile
 import time
+import warnings
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -24,6 +25,10 @@ import pandas as pd
 from costtune.cost import CostModel, device_hours, improvement, roi
 
 LEDGER_FILE = "ledger.jsonl"
+
+
+class LedgerWarning(UserWarning):
+    """Something in a ledger file needed repair or was skipped (the CLI prints it in one line)."""
 
 
 @dataclass(slots=True)
@@ -82,9 +87,15 @@ class Ledger:
         #: every reported epoch in arrival order: (trial_id, epoch, usd it cost, metric, unix time)
         self.timeline: list[tuple[str, int, float, float, float]] = []
         self._path = Path(directory) / LEDGER_FILE if directory is not None else None
+        #: lines of the log that could not be read (a torn last line, corruption) and were skipped
+        self.unreadable_lines = 0
         if self._path is not None and self._path.exists():
-            for event in _read_events(self._path):
+            for event in _read_events(self._path, self):
                 self._apply(event)
+
+    @property
+    def path(self) -> Path | None:
+        return self._path
 
     def reloaded(self) -> Ledger:
         """A fresh ledger of the same spec and directory, read back from the log."""
@@ -184,6 +195,7 @@ class Ledger:
         with self._path.open("a", encoding="utf-8") as fh:
             fh.write(json.dumps(event, allow_nan=False) + "\n")
             fh.flush()
+            os.fsync(fh.fileno())  # a line written is a line kept, whatever happens next
 
     def _apply(self, event: Mapping[str, Any]) -> TrialRecord:
         trial_id = event["trial_id"]
@@ -368,14 +380,49 @@ def charged_increment(
     return max(float(increment), 0.0)
 
 
-def _read_events(path: Path) -> Iterator[dict[str, Any]]:
-    with path.open(encoding="utf-8") as fh:
+def repair_tail(directory: Path | str) -> int:
+    """Cut a torn last line (a writer killed mid-line) off ``ledger.jsonl`` before appending.
+
+    Without this the next event would be glued to the fragment and lost with it. The cut
+    bytes are kept aside in ``ledger.jsonl.corrupt``. Returns how many bytes were cut.
+    """
+    path = Path(directory) / LEDGER_FILE
+    if not path.exists():
+        return 0
+    data = path.read_bytes()
+    if not data or data.endswith(b"\n"):
+        return 0
+    keep = data.rfind(b"\n") + 1
+    with (path.parent / f"{LEDGER_FILE}.corrupt").open("ab") as fh:
+        fh.write(data[keep:] + b"\n")
+    with path.open("r+b") as fh:
+        fh.truncate(keep)
+        fh.flush()
+        os.fsync(fh.fileno())
+    warnings.warn(
+        LedgerWarning(
+            f"ledger: cut a torn last line ({len(data) - keep} bytes) off {path}; kept in {path.name}.corrupt"
+        ),
+        stacklevel=2,
+    )
+    return len(data) - keep
+
+
+def _read_events(path: Path, counter: Ledger | None = None) -> Iterator[dict[str, Any]]:
+    with path.open(encoding="utf-8", errors="replace") as fh:
         for line in fh:
-            try:
-                yield json.loads(line)
-            except json.JSONDecodeError:
-                # A torn final line from a killed writer: the rest of the log still stands.
+            if not line.strip():
                 continue
+            try:
+                event = json.loads(line)
+            except json.JSONDecodeError:
+                event = None
+            if not isinstance(event, dict) or "trial_id" not in event:
+                # a torn line from a killed writer, or damage: the rest of the log still stands
+                if counter is not None:
+                    counter.unreadable_lines += 1
+                continue
+            yield event
 
 
 def _atomic(path: Path, write: Any) -> None:

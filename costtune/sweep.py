@@ -10,6 +10,7 @@ import itertools
 import os
 import sys
 import time
+import warnings
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -23,7 +24,7 @@ from costtune.errors import ConfigError, CosttuneError
 from costtune.estimate import estimate
 from costtune.gate import GateFailed, GateResult, check
 from costtune.idle import GpuSampler, IdleGpuStopper, NvmlSampler, NvmlUnavailable
-from costtune.ledger import LEDGER_FILE, Ledger
+from costtune.ledger import LEDGER_FILE, Ledger, LedgerWarning, repair_tail
 from costtune.policy import (
     Governor,
     MarginalRoiStopping,
@@ -282,6 +283,12 @@ def resume_sweep(
     del progress  # the live view is restored with the other callbacks
     lock = claim_existing(out)
     try:
+        repair_tail(out)  # a driver killed mid-line: cut the fragment before anything appends
+        unreadable = Ledger(ledger_spec(load_run_config(out)), out).unreadable_lines
+        if unreadable:
+            warnings.warn(
+                LedgerWarning(f"--resume: {unreadable} unreadable ledger line(s) skipped"), stacklevel=2
+            )
         return _resume(out, experiment, ray_address)
     finally:
         lock.release()

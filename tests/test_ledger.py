@@ -7,7 +7,7 @@ import pandas as pd
 import pytest
 
 from costtune.cost import CostModel
-from costtune.ledger import LEDGER_FILE, Ledger, LedgerSpec
+from costtune.ledger import LEDGER_FILE, Ledger, LedgerSpec, LedgerWarning, repair_tail
 
 SPEC = LedgerSpec(
     metric="val_loss", mode="min", cost_model=CostModel(), business_value_usd=100.0, max_epochs=4
@@ -104,6 +104,51 @@ def test_ledger_skips_a_torn_last_line(tmp_path) -> None:
     with (tmp_path / LEDGER_FILE).open("a") as fh:
         fh.write('{"event": "result", "trial_id": "a", "ep')  # killed mid-write
     assert Ledger(SPEC, tmp_path).trials["a"].epochs == 1
+
+
+def test_a_torn_last_line_is_cut_and_kept_aside_before_anything_appends(tmp_path) -> None:
+    """Without the repair, the next line glues onto the fragment and is lost with it."""
+    ledger = Ledger(SPEC, tmp_path)
+    ledger.record_result("a", epoch=1, seconds=10, metrics={"val_loss": 0.9}, config={"lr": 0.1})
+    torn = '{"event": "result", "trial_id": "a", "ep'
+    with (tmp_path / LEDGER_FILE).open("a") as fh:
+        fh.write(torn)  # killed mid-write
+    glued = Ledger(SPEC, tmp_path)
+    glued.record_result("b", epoch=1, seconds=10, metrics={"val_loss": 0.8}, config={"lr": 0.2})
+    assert "b" not in Ledger(SPEC, tmp_path).trials  # what happened before: b's first epoch lost
+    assert Ledger(SPEC, tmp_path).unreadable_lines == 1
+
+    (tmp_path / LEDGER_FILE).write_text(
+        (tmp_path / LEDGER_FILE).read_text().splitlines(keepends=True)[0] + torn
+    )
+    with pytest.warns(LedgerWarning, match="cut a torn last line"):
+        assert repair_tail(tmp_path) == len(torn)
+    assert (tmp_path / f"{LEDGER_FILE}.corrupt").read_text() == torn + "\n"
+    Ledger(SPEC, tmp_path).record_result(
+        "b", epoch=1, seconds=10, metrics={"val_loss": 0.8}, config={"lr": 0.2}
+    )
+    after = Ledger(SPEC, tmp_path)
+    assert after.unreadable_lines == 0 and after.trials["b"].epochs == 1 and after.trials["a"].epochs == 1
+    assert repair_tail(tmp_path) == 0  # a whole log is left alone
+
+
+def test_report_says_how_many_ledger_lines_it_could_not_read(tmp_path) -> None:
+    from click.testing import CliRunner
+
+    from costtune.cli import main
+
+    ledger = Ledger(SPEC, tmp_path)
+    ledger.record_result("a", epoch=1, seconds=10, metrics={"val_loss": 0.9}, config={"lr": 0.1})
+    with (tmp_path / LEDGER_FILE).open("a") as fh:
+        fh.write("garbage\n[1, 2]\n")
+    ledger.record_result("a", epoch=2, seconds=20, metrics={"val_loss": 0.8}, config={"lr": 0.1})
+    (tmp_path / "config.yaml").write_text(
+        "name: t\nmax_epochs: 8\nnum_samples: 1\nsearch_space: {lr: {type: uniform, low: 0.0, high: 1.0}}\n"
+    )
+    result = CliRunner().invoke(main, ["report", str(tmp_path), "--format", "json"])
+    assert result.exit_code == 0, result.output
+    assert "costtune: warning: 2 unreadable line(s)" in result.stderr
+    assert Ledger(SPEC, tmp_path).trials["a"].epochs == 2
 
 
 def test_ledger_nan_metric_is_kept_as_missing(tmp_path) -> None:
