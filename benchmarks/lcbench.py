@@ -61,7 +61,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from paired import geo_mean, mcnemar, sign_test
-from peers import PEER_SETTINGS, run_dehb, run_smac, run_synetune
+from peers import PEER_SETTINGS, run_peer
 
 from costtune.curves import Curve, curves_from_frame
 from costtune.lcbench import LCBench, random_configs, reference_grid
@@ -96,6 +96,8 @@ DEFAULT_METHODS = (
 )
 RAY_METHODS = ("ray-asha", "ray-asha-rf5", "ray-hyperband")
 TARGETS = ("GRID", "TOP1")
+#: simulated asynchronous workers per run (--workers); set per process by measure_task
+WORKERS = 1
 #: the marginal-ROI stopper used on LCBench: stop a trial whose 5-epoch median val CE fell
 #: by less than 0.5 per device-hour (≈ 0.0007 per 5 s epoch), or after 10 epochs without
 #: a 0.001 improvement
@@ -123,7 +125,7 @@ PBT_MUTABLE = {
     k: SPACE[k] for k in ("batch_size", "learning_rate", "momentum", "weight_decay", "max_dropout")
 }
 
-Trace = list[tuple[float, float]]  # (cumulative $, val CE) of every epoch in the order run
+Trace = list[tuple[float, float, float]]  # (cumulative $, val CE, clock s) of every epoch in the order run
 
 
 @dataclass
@@ -154,7 +156,7 @@ def curves_of(task: str, configs: list[dict[str, float]], prefix: str = "") -> l
 def prepare(task: str) -> Task:
     grid = curves_of(task, reference_grid(), prefix="grid-")
     pool = curves_of(task, random_configs(2000, 12345), prefix="pool-")
-    grid_sim = simulate(grid, None, usd_per_device_hour=USD_PER_HOUR, charge_decision_time=False)
+    grid_sim = simulate(grid, None, usd_per_device_hour=USD_PER_HOUR, workers=WORKERS)
     finals = np.array([c.val_loss[-1] for c in pool])
     targets = {"GRID": grid_sim.best_loss, "TOP1": float(np.percentile(finals, 1))}
     candidates = pool + grid
@@ -167,7 +169,7 @@ def prepare(task: str) -> Task:
     return Task(
         name=task,
         budget=grid_sim.total_usd,
-        grid_trace=[(e.sweep_usd, e.val_loss) for e in grid_sim.epochs],
+        grid_trace=sim_trace(grid_sim),
         targets=targets,
         floor=floor,
         best_known=float(min(c.val_loss.min() for c in candidates)),
@@ -209,7 +211,7 @@ def parse_variant(method: str) -> tuple[str, dict[str, Any]]:
 
 
 def sim_trace(sim) -> Trace:  # type: ignore[no-untyped-def]
-    return [(e.sweep_usd, e.val_loss) for e in sim.epochs]
+    return [(e.sweep_usd, e.val_loss, e.clock_s) for e in sim.epochs]
 
 
 def suggest(trial) -> dict[str, float]:  # type: ignore[no-untyped-def]
@@ -264,6 +266,7 @@ def run_tpe_loop(
             stopping=stopping,
             usd_per_device_hour=USD_PER_HOUR,
             budget_usd=task.budget,
+            workers=WORKERS,
             outlook=outlook,
             next_curve=next_curve,
             on_trial_end=on_trial_end,
@@ -279,6 +282,7 @@ def run_stream(task: Task, seed: int, policy: AsyncHyperband | None) -> Trace:
             policy,
             usd_per_device_hour=USD_PER_HOUR,
             budget_usd=task.budget,
+            workers=WORKERS,
             next_curve=lambda: next(stream),
         )
     )
@@ -310,7 +314,7 @@ def run_pbt(task: Task, seed: int, population: int = 8, interval: int = 4) -> Tr
                 for e in range(epoch + 1, last + 1):
                     spent += curve.epoch_seconds[e - 1] / 3600 * USD_PER_HOUR
                     losses[name] = float(curve.val_loss[e - 1])
-                    trace.append((spent, losses[name]))
+                    trace.append((spent, losses[name], math.nan))  # one worker, no clock kept
                     if spent >= task.budget:
                         return trace
             epoch = last
@@ -340,36 +344,20 @@ OPTUNA_PRUNERS: dict[str, tuple[str, dict[str, Any]]] = {
 
 
 def run_optuna(task: Task, seed: int, method: str = "optuna-tpe-hb") -> Trace:
-    """Optuna's TPE (default sampler) + a pruner (OPTUNA_PRUNERS), run by ``study.optimize``."""
+    """Optuna's TPE (default sampler) + a pruner (OPTUNA_PRUNERS) through Optuna's ask/tell."""
     import optuna
 
-    spent = 0.0
-    trace: Trace = []
-    optuna.logging.set_verbosity(optuna.logging.WARNING)
-
-    def objective(trial: optuna.Trial) -> float:
-        nonlocal spent
-        curve = curves_of(task.name, [suggest(trial)])[0]
-        loss = math.inf
-        for epoch in range(1, curve.epochs + 1):
-            spent += curve.epoch_seconds[epoch - 1] / 3600 * USD_PER_HOUR
-            loss = float(curve.val_loss[epoch - 1])
-            trace.append((spent, loss))
-            if spent >= task.budget:
-                trial.study.stop()
-                return loss
-            trial.report(loss, epoch)
-            if trial.should_prune():
-                raise optuna.TrialPruned()
-        return loss
-
-    study = optuna.create_study(
-        study_name=f"lcbench-{task.name}-{seed}",
-        sampler=optuna.samplers.TPESampler(seed=seed),
-        pruner=getattr(optuna.pruners, OPTUNA_PRUNERS[method][0])(**OPTUNA_PRUNERS[method][1]),
+    name, kwargs = OPTUNA_PRUNERS[method]
+    return run_peer(
+        method,
+        lambda config: curves_of(task.name, [config])[0],
+        seed,
+        task.budget,
+        USD_PER_HOUR,
+        workers=WORKERS,
+        optuna_pruner=getattr(optuna.pruners, name)(**kwargs),
+        suggest=suggest,
     )
-    study.optimize(objective, n_trials=100_000)
-    return trace
 
 
 def run_ray(task: Task, seed: int, method: str, stream_length: int = 1500) -> Trace:
@@ -392,7 +380,7 @@ def run_ray(task: Task, seed: int, method: str, stream_length: int = 1500) -> Tr
 
         def __call__(self, trial_id: str, result: dict) -> bool:
             self.spent += result["sim_epoch_seconds"] / 3600 * USD_PER_HOUR
-            self.trace.append((self.spent, float(result["val_loss"])))
+            self.trace.append((self.spent, float(result["val_loss"]), math.nan))
             return False
 
         def stop_all(self) -> bool:
@@ -467,11 +455,7 @@ def run_method(task: Task, seed: int, method: str) -> Trace:
         return run_ray(task, seed, base)
     if base in PEER_SETTINGS:
         evaluate = lambda config: curves_of(task.name, [config])[0]  # noqa: E731
-        if base == "dehb":
-            return run_dehb(evaluate, seed, task.budget, USD_PER_HOUR)
-        if base == "smac-hb":
-            return run_smac(evaluate, seed, task.budget, USD_PER_HOUR)
-        return run_synetune(base, evaluate, seed, task.budget, USD_PER_HOUR)
+        return run_peer(base, evaluate, seed, task.budget, USD_PER_HOUR, workers=WORKERS)
     raise SystemExit(f"--methods: unknown method {method!r}")
 
 
@@ -484,6 +468,9 @@ COLUMNS = (
     "floor_GRID",
     "usd_TOP1",
     "floor_TOP1",
+    "hours_GRID",
+    "hours_TOP1",
+    "workers",
     "budget",
     "spent",
     "regret",
@@ -496,10 +483,12 @@ def measure(task: Task, seed: int, method: str) -> dict[str, Any]:
     trace = run_method(task, seed, method)
     row: dict[str, Any] = {"method": method, "task": task.name, "seed": seed}
     for name, target in task.targets.items():
-        usd = next((u for u, loss in trace if loss <= target), math.inf)
+        usd, clock = next(((u, c) for u, loss, c in trace if loss <= target), (math.inf, math.inf))
         row[f"usd_{name}"] = usd if usd <= task.budget else math.inf
+        row[f"hours_{name}"] = clock / 3600 if usd <= task.budget else math.inf  # wall clock to target
         row[f"floor_{name}"] = task.floor[name]
-    best = min((loss for u, loss in trace if u <= task.budget), default=math.inf)
+    row["workers"] = WORKERS
+    best = min((loss for u, loss, _ in trace if u <= task.budget), default=math.inf)
     row["budget"] = task.budget
     row["spent"] = trace[-1][0] if trace else 0.0
     row["regret"] = (best - task.best_known) / task.best_known
@@ -507,8 +496,11 @@ def measure(task: Task, seed: int, method: str) -> dict[str, Any]:
     return row
 
 
-def measure_task(args: tuple[str, str | None, list[int], list[str], str | None]) -> list[dict[str, Any]]:
-    task_name, data_dir, seeds, methods, partial = args
+def measure_task(
+    args: tuple[str, str | None, list[int], list[str], str | None, int],
+) -> list[dict[str, Any]]:
+    global WORKERS
+    task_name, data_dir, seeds, methods, partial, WORKERS = args
     bench(data_dir)
     task = prepare(task_name)
     print(
@@ -536,22 +528,24 @@ def summarise(rows: list[dict[str, Any]], reference: str = REFERENCE) -> str:
             f"\nTarget {target}. success: runs reaching it within the budget; cost/grid: geometric mean over "
             "all tasks of the per-task median cost-to-target ÷ grid cost, a failure counted as 1.0 (the "
             "whole budget); successes only: the same over successful runs (tasks with one); ×floor: median "
-            "over tasks of the per-task median cost-to-target ÷ oracle floor (failure = budget); regret: "
+            "over tasks of the per-task median cost-to-target ÷ oracle floor (failure = budget); wall h: "
+            "geometric mean over tasks of the per-task median simulated wall-clock hours to the target "
+            "(successful runs); regret: "
             "median relative regret at budget; vs "
             f"{reference}: paired over (task, seed) — sign test on cost (failure = ∞): "
             f"{reference} cheaper/dearer, p; "
             f"McNemar on success: only {reference} / only this method reached it, p."
         )
         out.append(
-            "| method | success | cost/grid | successes only (tasks) | ×floor | regret | sign W/L p "
-            "| McNemar b/c p |\n|---|---:|---:|---:|---:|---:|---:|---:|"
+            "| method | success | cost/grid | successes only (tasks) | ×floor | wall h | regret | sign W/L p "
+            "| McNemar b/c p |\n|---|---:|---:|---:|---:|---:|---:|---:|---:|"
         )
         for method in methods:
             mine = [r for r in rows if r["method"] == method]
             costs = [float(r[f"usd_{target}"]) for r in mine]
             ok = [c for c in costs if math.isfinite(c)]
             tasks = sorted({str(r["task"]) for r in mine})
-            medians, medians_ok, floors = [], [], []
+            medians, medians_ok, floors, hours = [], [], [], []
             for t in tasks:
                 # (cost ÷ budget with a failure as 1.0, cost ÷ oracle floor, reached?)
                 runs = [
@@ -565,6 +559,10 @@ def summarise(rows: list[dict[str, Any]], reference: str = REFERENCE) -> str:
                 reached = [rel for rel, _, ok in runs if ok]
                 if reached:
                     medians_ok.append(statistics.median(reached))
+                clocks = [float(r.get(f"hours_{target}", math.nan)) for r in mine if r["task"] == t]
+                clocks = [h for h in clocks if math.isfinite(h) and h > 0]
+                if clocks:
+                    hours.append(statistics.median(clocks))
             regret = statistics.median(float(r["regret"]) for r in mine)
             versus = "—"
             success = "—"
@@ -588,6 +586,7 @@ def summarise(rows: list[dict[str, Any]], reference: str = REFERENCE) -> str:
                 f"{geo_mean(medians):.3f}",
                 f"{geo_mean(medians_ok):.3f} ({len(medians_ok)}/{len(tasks)})",
                 f"{statistics.median(floors):.1f}",
+                f"{geo_mean(hours):.2f}" if hours else "—",
                 f"{regret:.4f}",
                 versus,
                 success,
@@ -605,6 +604,9 @@ def main() -> None:
     parser.add_argument("--seeds", type=int, default=20, help="seeds 0..N-1 (default 20)")
     parser.add_argument("--first-seed", type=int, default=0)
     parser.add_argument("--methods", default=",".join(DEFAULT_METHODS), help="comma-separated; see above")
+    parser.add_argument(
+        "--workers", type=int, default=1, help="asynchronous workers per run (simulated; default 1)"
+    )
     parser.add_argument("--jobs", type=int, default=os.cpu_count() or 1, help="tasks run in parallel")
     parser.add_argument(
         "--out", default=None, help="write every run as CSV here (and each as it ends to OUT.partial)"
@@ -628,7 +630,7 @@ def main() -> None:
     partial = f"{args.out}.partial" if args.out else None
     if partial:
         Path(partial).write_text(",".join(COLUMNS) + "\n")
-    work = [(t, args.data_dir, seeds, methods, partial) for t in tasks]
+    work = [(t, args.data_dir, seeds, methods, partial, args.workers) for t in tasks]
     started = time.perf_counter()
     if ray_run or args.jobs <= 1:
         if ray_run:

@@ -1,9 +1,16 @@
 """Multi-fidelity peers through their own packages (``pip install 'costtune[bench]'``).
 
-Each runner drives the peer's own optimiser over LCBench curves on one worker and returns
-the trace of (cumulative $, val CE) of every epoch in the order it ran, charged until the
-budget is spent:
+Every peer is driven through its own public ask/tell (or scheduler) API by one event loop,
+:func:`run_workers`, on N simulated asynchronous workers: a free worker asks the peer for a
+job (a configuration and how many epochs to train it from scratch), trains it epoch by
+epoch on the recorded curve's clock, reports each epoch (the peer may stop it) and tells the
+peer how it ended. Ties on the clock break in the order jobs started, so a run is the same
+every time. The trace holds (cumulative $, val CE, clock s) of every epoch in the order the
+epochs finished, until the budget is spent:
 
+- ``optuna-*``: Optuna's TPESampler (default settings) with a pruner (see
+  ``OPTUNA_PRUNERS`` in lcbench.py), ``study.ask`` / ``trial.report`` / ``trial.should_prune``
+  / ``study.tell`` — what ``study.optimize`` does inside, one trial per worker;
 - ``dehb``: DEHB (Awad et al. 2021), the ``dehb`` package's ask/tell, min/max fidelity 5/52
   epochs, η = 3 (its default). DEHB evaluates a configuration at a fidelity from scratch, so
   each evaluation pays epochs 1..b.
@@ -20,50 +27,75 @@ budget is spent:
 from __future__ import annotations
 
 import datetime
+import heapq
 import tempfile
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Protocol
 
 from costtune.curves import Curve
 
-Trace = list[tuple[float, float]]
-Evaluate = Callable[[dict[str, Any]], Curve]  # a configuration → its 52-epoch curve
-
 PEER_SETTINGS = {
-    "dehb": "DEHB(min_fidelity=5, max_fidelity=52, eta=3, n_workers=1), ask/tell, from scratch",
+    "dehb": "DEHB(min_fidelity=5, max_fidelity=52, eta=3, n_workers=workers), ask/tell, from scratch",
     "smac-hb": "MultiFidelityFacade + Hyperband(eta=3), budgets 5..52, ask/tell, from scratch",
     "synetune-bohb": "syne_tune BOHB(grace_period=5, reduction_factor=3, max_t=52), stopping type",
     "synetune-asha-cqr": "syne_tune ASHACQR(grace_period=5, reduction_factor=3, max_t=52), stopping type",
 }
 
+Trace = list[tuple[float, float, float]]  # (cumulative $, val CE, clock s) of every epoch run
+Evaluate = Callable[[dict[str, Any]], Curve]  # a configuration → its 52-epoch curve
 
-class _Meter:
-    """Charges epochs until the budget is spent (then ``done``)."""
 
-    def __init__(self, budget: float, usd_per_hour: float) -> None:
-        self.budget = budget
-        self.usd_per_hour = usd_per_hour
-        self.spent = 0.0
-        self.trace: Trace = []
+class Peer(Protocol):
+    """What :func:`run_workers` needs of an optimiser."""
 
-    @property
-    def done(self) -> bool:
-        return self.spent >= self.budget
+    def ask(self) -> tuple[Any, dict[str, Any], int] | None:
+        """(handle, configuration, epochs to train from scratch), or None: nothing to run."""
 
-    def epoch(self, curve: Curve, epoch: int) -> float:
-        self.spent += float(curve.epoch_seconds[epoch - 1]) * curve.devices / 3600 * self.usd_per_hour
+    def report(self, handle: Any, epoch: int, loss: float) -> bool:
+        """One epoch done; True: go on."""
+
+    def tell(self, handle: Any, epoch: int, loss: float) -> None:
+        """The job ended at ``epoch`` (stopped, or trained as long as asked)."""
+
+
+def run_workers(peer: Peer, evaluate: Evaluate, workers: int, budget: float, usd_per_hour: float) -> Trace:
+    """Drive ``peer`` on ``workers`` simulated workers until ``budget`` dollars are spent."""
+    trace: Trace = []
+    spent = 0.0
+    running: list[tuple[float, int, int]] = []  # (epoch finish time, job number, epoch)
+    jobs: dict[int, tuple[Any, Curve, int]] = {}
+    started = 0
+
+    def start(now: float) -> bool:
+        nonlocal started
+        asked = peer.ask()
+        if asked is None:
+            return False
+        handle, config, epochs = asked
+        curve = evaluate(config)
+        jobs[started] = (handle, curve, min(epochs, curve.epochs))
+        heapq.heappush(running, (now + float(curve.epoch_seconds[0]), started, 1))
+        started += 1
+        return True
+
+    for _ in range(workers):
+        if not start(0.0):
+            break
+    while running and spent < budget:
+        now, number, epoch = heapq.heappop(running)
+        handle, curve, epochs = jobs[number]
+        spent += float(curve.epoch_seconds[epoch - 1]) * curve.devices / 3600 * usd_per_hour
         loss = float(curve.val_loss[epoch - 1])
-        self.trace.append((self.spent, loss))
-        return loss
-
-    def from_scratch(self, curve: Curve, epochs: int) -> float:
-        """Train ``epochs`` epochs from scratch; the loss at the last one run."""
-        loss = float("inf")
-        for e in range(1, epochs + 1):
-            loss = self.epoch(curve, e)
-            if self.done:
-                break
-        return loss
+        trace.append((spent, loss, now))
+        if spent >= budget:
+            break
+        if epoch < epochs and peer.report(handle, epoch, loss):
+            heapq.heappush(running, (now + float(curve.epoch_seconds[epoch]), number, epoch + 1))
+            continue
+        peer.tell(handle, epoch, loss)
+        del jobs[number]
+        start(now)
+    return trace
 
 
 def _configspace(seed: int) -> Any:
@@ -84,36 +116,69 @@ def _configspace(seed: int) -> Any:
     return cs
 
 
-def run_dehb(evaluate: Evaluate, seed: int, budget: float, usd_per_hour: float) -> Trace:
-    from dehb import DEHB
+class OptunaPeer:
+    """Optuna's TPESampler + a pruner through ask/tell (``suggest`` samples the space)."""
 
-    meter = _Meter(budget, usd_per_hour)
-    with tempfile.TemporaryDirectory() as tmp:
-        opt = DEHB(
+    def __init__(self, pruner: Any, seed: int, suggest: Callable[[Any], dict[str, Any]]) -> None:
+        import optuna
+
+        optuna.logging.set_verbosity(optuna.logging.WARNING)
+        self._optuna = optuna
+        self.study = optuna.create_study(sampler=optuna.samplers.TPESampler(seed=seed), pruner=pruner)
+        self._suggest = suggest
+
+    def ask(self) -> tuple[Any, dict[str, Any], int]:
+        trial = self.study.ask()
+        return trial, self._suggest(trial), 52
+
+    def report(self, handle: Any, epoch: int, loss: float) -> bool:
+        handle.report(loss, epoch)
+        return not handle.should_prune()
+
+    def tell(self, handle: Any, epoch: int, loss: float) -> None:
+        if epoch < 52:
+            self.study.tell(handle, state=self._optuna.trial.TrialState.PRUNED)
+        else:
+            self.study.tell(handle, loss)
+
+
+class DehbPeer:
+    """DEHB's ask/tell; each job trains its fidelity's epochs from scratch."""
+
+    def __init__(self, seed: int, workers: int, output_path: str) -> None:
+        from dehb import DEHB
+
+        self.opt = DEHB(
             cs=_configspace(seed),
             min_fidelity=5,
             max_fidelity=52,
             eta=3,
-            n_workers=1,
+            n_workers=workers,
             seed=seed,
-            output_path=tmp,
+            output_path=output_path,
             save_freq="end",
             log_level="ERROR",
         )
-        while not meter.done:
-            job = opt.ask()
-            epochs = round(float(job["fidelity"]))
-            loss = meter.from_scratch(evaluate(dict(job["config"])), epochs)
-            opt.tell(job, {"fitness": loss, "cost": float(epochs)})
-    return meter.trace
+
+    def ask(self) -> tuple[Any, dict[str, Any], int]:
+        job = self.opt.ask()
+        return job, dict(job["config"]), round(float(job["fidelity"]))
+
+    def report(self, handle: Any, epoch: int, loss: float) -> bool:
+        return True
+
+    def tell(self, handle: Any, epoch: int, loss: float) -> None:
+        self.opt.tell(handle, {"fitness": loss, "cost": float(epoch)})
 
 
-def run_smac(evaluate: Evaluate, seed: int, budget: float, usd_per_hour: float) -> Trace:
-    from smac import MultiFidelityFacade, Scenario
-    from smac.runhistory.dataclasses import TrialValue
+class SmacPeer:
+    """SMAC3's MultiFidelityFacade with its Hyperband intensifier, ask/tell, from scratch."""
 
-    meter = _Meter(budget, usd_per_hour)
-    with tempfile.TemporaryDirectory() as tmp:
+    def __init__(self, seed: int, output_path: str) -> None:
+        from smac import MultiFidelityFacade, Scenario
+        from smac.runhistory.dataclasses import TrialValue
+
+        self._value = TrialValue
         scenario = Scenario(
             _configspace(seed),
             deterministic=True,
@@ -121,69 +186,102 @@ def run_smac(evaluate: Evaluate, seed: int, budget: float, usd_per_hour: float) 
             min_budget=5,
             max_budget=52,
             seed=seed,
-            output_directory=tmp,
+            output_directory=output_path,
         )
-        intensifier = MultiFidelityFacade.get_intensifier(scenario, eta=3)
-        smac = MultiFidelityFacade(
+        self.smac = MultiFidelityFacade(
             scenario,
-            lambda config, seed=0, budget=52: 0.0,  # evaluated through ask/tell below
-            intensifier=intensifier,
+            lambda config, seed=0, budget=52: 0.0,  # evaluated through ask/tell
+            intensifier=MultiFidelityFacade.get_intensifier(scenario, eta=3),
             overwrite=True,
             logging_level=40,
         )
-        while not meter.done:
-            info = smac.ask()
-            epochs = round(float(info.budget or 52))
-            loss = meter.from_scratch(evaluate(dict(info.config)), epochs)
-            smac.tell(info, TrialValue(cost=loss))
-    return meter.trace
+
+    def ask(self) -> tuple[Any, dict[str, Any], int]:
+        info = self.smac.ask()
+        return info, dict(info.config), round(float(info.budget or 52))
+
+    def report(self, handle: Any, epoch: int, loss: float) -> bool:
+        return True
+
+    def tell(self, handle: Any, epoch: int, loss: float) -> None:
+        self.smac.tell(handle, self._value(cost=loss))
 
 
-def run_synetune(name: str, evaluate: Evaluate, seed: int, budget: float, usd_per_hour: float) -> Trace:
-    from syne_tune.backend.trial_status import Trial
-    from syne_tune.config_space import lograndint, loguniform, randint, uniform
-    from syne_tune.optimizer.baselines import ASHACQR, BOHB
-    from syne_tune.optimizer.scheduler import SchedulerDecision
+class SyneTunePeer:
+    """A Syne Tune scheduler through the calls its Tuner makes (stopping-type ASHA)."""
 
-    space = {
-        "batch_size": lograndint(16, 512),
-        "learning_rate": loguniform(1e-4, 1e-1),
-        "momentum": uniform(0.1, 0.99),
-        "weight_decay": loguniform(1e-5, 1e-1),
-        "num_layers": randint(1, 5),
-        "max_units": lograndint(64, 1024),
-        "max_dropout": uniform(0.0, 1.0),
-        "epochs": 52,
-    }
-    cls = {"synetune-bohb": BOHB, "synetune-asha-cqr": ASHACQR}[name]
-    scheduler = cls(
-        space,
-        metric="val_loss",
-        time_attr="epoch",
-        max_t=52,
-        do_minimize=True,
-        random_seed=seed,
-        grace_period=5,
-        reduction_factor=3,
-    )
-    meter = _Meter(budget, usd_per_hour)
-    trial_id = 0
-    while not meter.done:
-        suggestion = scheduler.suggest()
+    def __init__(self, name: str, seed: int) -> None:
+        from syne_tune.config_space import lograndint, loguniform, randint, uniform
+        from syne_tune.optimizer.baselines import ASHACQR, BOHB
+        from syne_tune.optimizer.scheduler import SchedulerDecision
+
+        self._continue = SchedulerDecision.CONTINUE
+        space = {
+            "batch_size": lograndint(16, 512),
+            "learning_rate": loguniform(1e-4, 1e-1),
+            "momentum": uniform(0.1, 0.99),
+            "weight_decay": loguniform(1e-5, 1e-1),
+            "num_layers": randint(1, 5),
+            "max_units": lograndint(64, 1024),
+            "max_dropout": uniform(0.0, 1.0),
+            "epochs": 52,
+        }
+        cls = {"synetune-bohb": BOHB, "synetune-asha-cqr": ASHACQR}[name]
+        self.scheduler = cls(
+            space,
+            metric="val_loss",
+            time_attr="epoch",
+            max_t=52,
+            do_minimize=True,
+            random_seed=seed,
+            grace_period=5,
+            reduction_factor=3,
+        )
+        self._next_id = 0
+
+    def ask(self) -> tuple[Any, dict[str, Any], int] | None:
+        from syne_tune.backend.trial_status import Trial
+
+        suggestion = self.scheduler.suggest()
         if suggestion is None:
-            break
-        config = {k: v for k, v in suggestion.config.items() if k != "epochs"}
-        trial = Trial(trial_id=trial_id, config=suggestion.config, creation_time=datetime.datetime.now())
-        trial_id += 1
-        scheduler.on_trial_add(trial)
-        curve = evaluate(config)
-        result: dict[str, Any] = {}
-        for epoch in range(1, 53):
-            result = {"epoch": epoch, "val_loss": meter.epoch(curve, epoch)}
-            if meter.done:
-                break
-            if scheduler.on_trial_result(trial, result) != SchedulerDecision.CONTINUE:
-                break
+            return None
+        trial = Trial(trial_id=self._next_id, config=suggestion.config, creation_time=_EPOCH)
+        self._next_id += 1
+        self.scheduler.on_trial_add(trial)
+        return trial, {k: v for k, v in suggestion.config.items() if k != "epochs"}, 52
+
+    def report(self, handle: Any, epoch: int, loss: float) -> bool:
+        return bool(
+            self.scheduler.on_trial_result(handle, {"epoch": epoch, "val_loss": loss}) == self._continue
+        )
+
+    def tell(self, handle: Any, epoch: int, loss: float) -> None:
+        if epoch >= 52:
+            self.scheduler.on_trial_complete(handle, {"epoch": epoch, "val_loss": loss})
+
+
+_EPOCH = datetime.datetime(2026, 1, 1)  # trial creation times play no part in the decisions
+
+
+def run_peer(
+    name: str,
+    evaluate: Evaluate,
+    seed: int,
+    budget: float,
+    usd_per_hour: float,
+    workers: int = 1,
+    optuna_pruner: Any = None,
+    suggest: Callable[[Any], dict[str, Any]] | None = None,
+) -> Trace:
+    """One run of peer ``name`` (PEER_SETTINGS, or an Optuna pruner with ``suggest``)."""
+    with tempfile.TemporaryDirectory() as tmp:
+        peer: Peer
+        if optuna_pruner is not None and suggest is not None:
+            peer = OptunaPeer(optuna_pruner, seed, suggest)
+        elif name == "dehb":
+            peer = DehbPeer(seed, workers, tmp)
+        elif name == "smac-hb":
+            peer = SmacPeer(seed, tmp)
         else:
-            scheduler.on_trial_complete(trial, result)
-    return meter.trace
+            peer = SyneTunePeer(name, seed)
+        return run_workers(peer, evaluate, workers, budget, usd_per_hour)

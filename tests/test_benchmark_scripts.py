@@ -76,7 +76,10 @@ def test_lcbench_table_pairs_runs_by_task_and_seed() -> None:
     grid_part = table.split("Target TOP1")[0]
     ours = next(line for line in grid_part.splitlines() if line.startswith("| costtune-hb-tpe |"))
     peer = next(line for line in grid_part.splitlines() if line.startswith("| peer |"))
-    assert "| 6/6 | 0.200 (2/2) | 2.0 |" in ours  # medians 2/10 on both tasks; ×floor median 2
+    assert "| 6/6 | 0.200 | 0.200 (2/2) | 2.0 |" in ours  # medians 2/10 on both tasks; ×floor median 2
     assert peer.split("|")[2].strip() == "4/6"
+    # failures count as the whole budget (1.0): task medians of (1.0, 0.3, 0.4) → 0.4 on both tasks;
+    # over the successes alone, (0.3, 0.4) → 0.35
+    assert peer.split("|")[3].strip() == "0.400" and peer.split("|")[4].strip() == "0.350 (2/2)"
     assert "6/0 p=0.031" in peer  # cheaper in all six pairs (two of them: the peer failed)
     assert "2/0 p=0.5" in peer  # McNemar: two discordant pairs, both ours
