@@ -23,7 +23,7 @@ import ray
 from ray import tune
 from ray.tune.schedulers import ASHAScheduler
 
-from costtune.policy import AsyncHyperband, RungEntry
+from costtune.policy import AsyncHyperband, Decision, OutlookRule, OutlookStopping, RungEntry
 from costtune.schedulers import CostAwareHyperBand
 
 
@@ -124,6 +124,38 @@ def core_table() -> None:
         print(f"{n:>10,}{fast:>16,.0f}{slow:>16,.0f}{fast / slow:>8.1f}")
 
 
+def decision_latency(trials: int, epochs: int = 52) -> tuple[float, float]:
+    """Median and p99 seconds of one decision (rungs with keep=floor + the outlook rule) when
+    ``trials`` trials report round-robin for ``epochs`` epochs — every result decided."""
+    rng = random.Random(0)
+    policy = AsyncHyperband(max_epochs=epochs, grace_epochs=5, eta=5, keep="floor")
+    outlook = OutlookStopping(OutlookRule(epochs, optimism=2.0))
+    finals = [rng.random() for _ in range(trials)]
+    stopped: set[int] = set()
+    took: list[float] = []
+    for epoch in range(1, epochs + 1):
+        for i, final in enumerate(finals):
+            if i in stopped:
+                continue
+            loss = final + 1.0 / epoch**0.5
+            started = time.perf_counter()
+            stop = outlook.on_result(f"t{i}", loss) is not None
+            stop = policy.on_result(f"t{i}", epoch, loss, float(epoch)) is Decision.STOP or stop
+            took.append(time.perf_counter() - started)
+            if stop:
+                stopped.add(i)
+    took.sort()
+    return statistics.median(took), took[int(0.99 * (len(took) - 1))]
+
+
+def latency_table() -> None:
+    print("\ndecision latency: rungs (grace 5, η 5, keep floor) + outlook (κ 2), every result of 52 epochs")
+    print(f"{'trials':>8}{'median µs':>11}{'p99 µs':>9}")
+    for n in (100, 1_000):
+        median, p99 = decision_latency(n)
+        print(f"{n:>8,}{1e6 * median:>11.1f}{1e6 * p99:>9.1f}")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--trials", type=int, default=1000)
@@ -133,6 +165,7 @@ def main() -> None:
     args = parser.parse_args()
     if args.core_only:
         core_table()
+        latency_table()
         return
     ray.init(num_cpus=2, include_dashboard=False, logging_level="WARNING", log_to_driver=False)
     schedulers = {
@@ -174,6 +207,7 @@ def main() -> None:
     inside_ratio = inside["costtune"] / inside["ray-asha"]
     print(f"costtune / ASHA time inside the scheduler per result: {inside_ratio:.2f}")
     core_table()
+    latency_table()
 
 
 if __name__ == "__main__":
