@@ -23,6 +23,28 @@ from costtune.errors import ConfigError
 SEARCH_SPACE_LIBRARY = Path(__file__).resolve().parent.parent / "search_spaces"
 
 
+#: what the built-in ``amp`` trainable reads, from ``trainable.args`` or ``search_space``:
+#: names with a fixed set of values, then plain numbers and flags (costtune/trainables/amp.py)
+AMP_CHOICES: dict[str, tuple[str, ...]] = {
+    "model": ("mlp", "cnn", "transformer"),
+    "precision": ("fp32", "bf16", "fp16"),
+    "optimizer": ("adamw", "sgd"),
+    "dataset": ("digits",),
+}
+AMP_OTHER = (
+    "batch_size",
+    "accumulation_steps",
+    "activation_checkpointing",
+    "lr",
+    "weight_decay",
+    "momentum",
+    "width",
+    "depth",
+    "dropout",
+    "heads",
+)
+
+
 class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
@@ -220,6 +242,8 @@ class SweepConfig(_Strict):
         clash = sorted(set(self.search_space) & set(self.trainable.args))
         if clash:
             raise ValueError(f"search_space.{clash[0]}: also fixed in trainable.args; keep one")
+        if self.trainable.name == "amp":
+            _check_amp_args(self.trainable.args, self.search_space)
         if self.searcher.type == "grid":
             for name, spec in self.search_space.items():
                 if spec.type != "choice":
@@ -229,6 +253,24 @@ class SweepConfig(_Strict):
                     )
         self.cost.cost_model()  # prices and accelerator are checked here, naming the field
         return self
+
+
+def _check_amp_args(args: dict[str, Any], space: dict[str, ParamSpec]) -> None:
+    """The built-in trainable's settings, checked before anything starts: a name it never
+    reads, or a value it cannot use, would otherwise fail (or be ignored by) every trial."""
+    known = (*AMP_CHOICES, *AMP_OTHER)
+    for where, names in (("trainable.args", list(args)), ("search_space", list(space))):
+        for name in names:
+            if name not in known:
+                raise ValueError(
+                    f"{where}.{name}: the amp trainable does not read {name!r}; it reads {', '.join(known)}"
+                )
+    for name, choices in AMP_CHOICES.items():
+        values = [args[name]] if name in args else list(space[name].values or []) if name in space else []
+        for value in values:
+            if value not in choices:
+                field = "trainable.args" if name in args else "search_space"
+                raise ValueError(f"{field}.{name}: must be one of {', '.join(choices)}, got {value!r}")
 
 
 def grid_size(config: SweepConfig) -> int:

@@ -30,7 +30,12 @@ def test_embedded_default_config_is_valid() -> None:
 def test_defaults_are_the_documented_ones() -> None:
     config = parse_config(MINIMAL)
     scheduler = config.scheduler
-    assert (scheduler.grace_epochs, scheduler.eta, scheduler.brackets, scheduler.promotion) == (5, 5, 1, "loss")
+    assert (scheduler.grace_epochs, scheduler.eta, scheduler.brackets, scheduler.promotion) == (
+        5,
+        5,
+        1,
+        "loss",
+    )
     assert config.cost.accelerator == "A100" and config.cost.cost_model().prices["A100"] == 2.50
 
 
@@ -56,6 +61,22 @@ def test_defaults_are_the_documented_ones() -> None:
         ),
         ({"mode": "maximize"}, "mode: input should be 'min' or 'max'"),
         ({"scheduler": {"keep": "round"}}, "scheduler.keep: input should be 'ceil' or 'floor'"),
+        (
+            {"trainable": {"name": "amp", "args": {"model": "resnet999"}}},
+            "trainable.args.model: must be one of mlp, cnn, transformer, got 'resnet999'",
+        ),
+        (
+            {"trainable": {"args": {"modle": "mlp"}}},
+            "trainable.args.modle: the amp trainable does not read 'modle'",
+        ),
+        (
+            {"search_space": {"learning_rate": {"type": "uniform", "low": 0.1, "high": 0.2}}},
+            "search_space.learning_rate: the amp trainable does not read 'learning_rate'",
+        ),
+        (
+            {"search_space": {"precision": {"type": "choice", "values": ["fp32", "fp8"]}}},
+            "search_space.precision: must be one of fp32, bf16, fp16, got 'fp8'",
+        ),
         (
             {"stopping": {"outlook": {"optimism": -1}}},
             "stopping.outlook.optimism: input should be greater than or equal to 0",
@@ -122,3 +143,13 @@ def test_cli_help_describes_the_command() -> None:
     result = CliRunner().invoke(main, ["sweep", "--help"])
     assert result.exit_code == 0
     assert "--output" in result.output and "trials.csv" in result.output
+
+
+def test_the_amp_schema_matches_what_the_trainable_reads() -> None:
+    from costtune.config import AMP_CHOICES
+    from costtune.trainables.amp import PRECISIONS
+    from costtune.trainables.data import DATASETS
+    from costtune.trainables.models import MODELS
+
+    assert AMP_CHOICES["model"] == MODELS and AMP_CHOICES["dataset"] == DATASETS
+    assert set(AMP_CHOICES["precision"]) == set(PRECISIONS)

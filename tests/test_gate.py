@@ -36,7 +36,7 @@ GRID = {
     "scheduler": {"type": "fifo"},
     "search_space": {
         "lr": {"type": "choice", "values": [1e-4, 1e-3, 1e-2, 1e-1]},
-        "wd": {"type": "choice", "values": [1e-5, 1e-4]},
+        "weight_decay": {"type": "choice", "values": [1e-5, 1e-4]},
     },
 }
 
