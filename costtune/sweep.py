@@ -36,7 +36,7 @@ from costtune.policy import (
     SweepProgress,
 )
 from costtune.run import ledger_spec, load_run_config
-from costtune.rundir import claim_existing, claim_new
+from costtune.rundir import LOCK_FILE, claim_existing, claim_new
 from costtune.trainables import BUILTIN_TRAINABLES
 
 
@@ -106,9 +106,16 @@ def run_sweep(
     trainable = resolve_trainable(config.trainable.name)
     out = Path(output) if output is not None else default_output_dir(config)
     out = out.resolve()
+    created = not out.exists()
     lock = claim_new(out)
     try:
         return _run(config, trainable, out, progress, ray_address, gpu_sampler_factory)
+    except ConfigError:
+        # refused before anything ran (the cluster cannot hold a trial, say): leave no trace
+        if created and [p.name for p in out.iterdir()] == [LOCK_FILE]:
+            (out / LOCK_FILE).unlink()
+            out.rmdir()
+        raise
     finally:
         lock.release()
 
@@ -121,6 +128,8 @@ def _run(
     ray_address: str | None,
     gpu_sampler_factory: Callable[[], GpuSampler] | None,
 ) -> SweepResult:
+    _prepare_environment()
+    _ensure_ray(ray_address, config)
     (out / "config.yaml").write_text(yaml.safe_dump(config.model_dump(mode="json"), sort_keys=False))
 
     from ray import tune
@@ -129,8 +138,6 @@ def _run(
     from costtune.schedulers import CostAwareFIFO, CostAwareHyperBand, LedgerCallback
     from costtune.search import build_search_space, make_searcher
 
-    _prepare_environment()
-    _ensure_ray(ray_address, config)
     cost_model = config.cost.cost_model()
     ledger = Ledger(ledger_spec(config), out)
     idle_stopper = _idle_stopper(config, gpu_sampler_factory)
@@ -441,8 +448,36 @@ def _prepare_environment() -> None:
 def _ensure_ray(address: str | None, config: SweepConfig) -> None:
     import ray
 
-    if ray.is_initialized():
-        return
+    if not ray.is_initialized():
+        _start_ray(address)
+    problem = unfit_request(trial_resources(config), ray.cluster_resources())
+    if problem is not None:
+        raise ConfigError(problem)
+
+
+def unfit_request(request: dict[str, float], cluster: dict[str, float]) -> str | None:
+    """Why a trial asking for ``request`` can never run on a cluster of ``cluster`` in all
+    (Ray's resource names), or None. Without this, Tune waits forever ("No trial is running")."""
+    names = {"cpu": ("CPU", "resources.cpus"), "gpu": ("GPU", "resources.gpus")}
+    for key, amount in request.items():
+        if amount <= 0:
+            continue
+        ray_name, field = names.get(key, (key, "resources.accelerator_type"))
+        have = float(cluster.get(ray_name, 0.0))
+        if amount > have:
+            what = ray_name.removeprefix("accelerator_type:")
+            if key not in names:
+                return f"{field}: no node of the Ray cluster has {what} accelerators"
+            return (
+                f"{field}: each trial asks for {amount:g} {ray_name}, the Ray cluster has {have:g} "
+                "in all; no trial could ever start"
+            )
+    return None
+
+
+def _start_ray(address: str | None) -> None:
+    import ray
+
     os.environ.setdefault("RAY_AUTH_MODE", "disabled")
     os.environ.setdefault("RAY_DEDUP_LOGS", "0")
     if address is not None:

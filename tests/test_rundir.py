@@ -63,3 +63,29 @@ def test_a_locked_run_refuses_a_second_sweep_or_resume_until_released(tmp_path) 
         claim_new(run)
     lock.release()
     claim_existing(run).release()  # the lock went with its holder
+
+
+def test_a_request_no_node_can_hold_is_named() -> None:
+    from costtune.sweep import unfit_request
+
+    cluster = {"CPU": 2.0, "memory": 1e9, "accelerator_type:A100": 1.0, "GPU": 8.0}
+    assert unfit_request({"cpu": 1.0, "gpu": 0.0}, cluster) is None
+    assert unfit_request({"cpu": 1.0, "gpu": 8.0, "accelerator_type:A100": 0.001}, cluster) is None
+    assert unfit_request({"cpu": 100.0, "gpu": 0.0}, cluster) == (
+        "resources.cpus: each trial asks for 100 CPU, the Ray cluster has 2 in all; no trial could ever start"
+    )
+    assert unfit_request({"cpu": 1.0, "gpu": 1.0}, {"CPU": 2.0}).startswith("resources.gpus: each trial asks")
+    assert unfit_request({"cpu": 1, "gpu": 1, "accelerator_type:H100": 0.001}, cluster) == (
+        "resources.accelerator_type: no node of the Ray cluster has H100 accelerators"
+    )
+
+
+@pytest.mark.ray
+def test_an_impossible_sweep_fails_fast_and_leaves_nothing(ray_session, tmp_path) -> None:
+    from costtune.config import parse_config
+    from costtune.sweep import run_sweep
+
+    config = parse_config({**CONFIG, "resources": {"cpus": 100}})
+    with pytest.raises(ConfigError, match=r"^resources\.cpus: each trial asks for 100 CPU"):
+        run_sweep(config, tmp_path / "run")
+    assert not (tmp_path / "run").exists()
