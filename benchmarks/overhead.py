@@ -23,7 +23,16 @@ import ray
 from ray import tune
 from ray.tune.schedulers import ASHAScheduler
 
-from costtune.policy import AsyncHyperband, Decision, OutlookRule, OutlookStopping, RungEntry
+from costtune.policy import (
+    AsyncHyperband,
+    Decision,
+    OutlookRule,
+    OutlookStopping,
+    PromotionRule,
+    Rung,
+    RungEntry,
+    is_promotable,
+)
 from costtune.schedulers import CostAwareHyperBand
 
 
@@ -148,12 +157,27 @@ def decision_latency(trials: int, epochs: int = 52) -> tuple[float, float]:
     return statistics.median(took), took[int(0.99 * (len(took) - 1))]
 
 
+def pareto_check_ms(trials: int, repeats: int = 20) -> float:
+    """Median milliseconds of one Pareto-rule promotion check in a rung of ``trials`` trials."""
+    rng = random.Random(1)
+    rung = Rung((f"t{i}", RungEntry(rng.random(), rng.random())) for i in range(trials))
+    took = []
+    for k in range(repeats):
+        started = time.perf_counter()
+        is_promotable(f"t{k}", rung, 3, PromotionRule.PARETO)
+        took.append(time.perf_counter() - started)
+    return 1000 * statistics.median(took)
+
+
 def latency_table() -> None:
     print("\ndecision latency: rungs (grace 5, η 5, keep floor) + outlook (κ 2), every result of 52 epochs")
     print(f"{'trials':>8}{'median µs':>11}{'p99 µs':>9}")
     for n in (100, 1_000):
         median, p99 = decision_latency(n)
         print(f"{n:>8,}{1e6 * median:>11.1f}{1e6 * p99:>9.1f}")
+    print("\nPareto promotion check (non-dominated sorting of (loss, dollars) in the rung)")
+    for n in (100, 1_000, 10_000):
+        print(f"{n:>8,} trials: {pareto_check_ms(n):.2f} ms per check")
 
 
 def main() -> None:

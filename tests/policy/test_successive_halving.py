@@ -178,6 +178,35 @@ def test_rung_past_many_block_splits_matches_the_plain_dict() -> None:
                 assert is_promotable(trial, fast, 5, rule) == is_promotable(trial, plain, 5, rule)
     assert len(fast._keys) >= 8
     for probe in rng.sample(sorted(plain), 50):
-        assert fast.ahead(probe)[0] == sum(
-            (e.loss, t) < (plain[probe].loss, probe) for t, e in plain.items()
-        )
+        assert fast.ahead(probe)[0] == sum((e.loss, t) < (plain[probe].loss, probe) for t, e in plain.items())
+
+
+def _fronts_by_definition(points):
+    """The former O(n²)-per-front peeling, kept as the reference."""
+
+    def dominates(a, b):
+        return a[0] <= b[0] and a[1] <= b[1] and (a[0] < b[0] or a[1] < b[1])
+
+    fronts, remaining, level = [-1] * len(points), set(range(len(points))), 0
+    while remaining:
+        current = {
+            i for i in remaining if not any(dominates(points[j], points[i]) for j in remaining if j != i)
+        }
+        for i in current:
+            fronts[i] = level
+        remaining -= current
+        level += 1
+    return fronts
+
+
+@given(
+    st.lists(
+        st.tuples(
+            st.one_of(st.integers(0, 6).map(float), st.just(math.inf)),  # ties on purpose
+            st.integers(0, 6).map(float),
+        ),
+        max_size=60,
+    )
+)
+def test_sort_and_scan_fronts_equal_the_definition(points) -> None:
+    assert pareto_fronts(points) == _fronts_by_definition(points)
