@@ -1,40 +1,50 @@
-"""costtune against its peers on LCBench learning curves (../shared/benchmarks/PROTOCOL.md).
+"""costtune against its peers on LCBench learning curves (../shared/benchmarks/PROTOCOL.md, v3).
 
-One command, one table:
+One command per table:
 
-    .venv/bin/python benchmarks/lcbench.py --data-dir ../shared/benchmarks/yahpo_lcbench
+    .venv/bin/python benchmarks/lcbench.py --data-dir ../shared/benchmarks/yahpo_lcbench --tasks dev
+    .venv/bin/python benchmarks/lcbench.py --data-dir ../shared/benchmarks/yahpo_lcbench --tasks test
+    ... --tasks test --workers 8        # 8 asynchronous workers, wall-clock hours to target
 
-Every method runs on the same tasks and seeds with one worker; every epoch is charged its
-surrogate seconds at $2.50/h; the budget of a run is the 64-job reference grid's cost.
-Targets per task: GRID = the grid's best epoch-52 val CE; TOP1 = the 1st percentile of
-epoch-52 val CE over 2,000 random configurations (rng 12345). Methods (``--methods``):
+Settings are chosen on the dev tasks and reported on the test tasks (never chosen there).
+Every method runs on the same tasks and seeds on ``--workers`` simulated asynchronous
+workers (default 1); every epoch is charged its surrogate seconds at $2.50/h; the budget of
+a run is the 64-job reference grid's cost. Targets per task: GRID = the grid's best epoch-52
+val CE; TOP1 = the 1st percentile of epoch-52 val CE over 2,000 random configurations (rng
+12345). A run that misses a target counts as the whole budget (1.0) in the geo-means.
+Methods (``--methods``):
 
 - ``grid``: the 64-job grid, every job to epoch 52;
 - ``random``: random search (seed → a fixed configuration stream), every trial to epoch 52;
-- ``costtune-hb``: that same stream through costtune's CostAwareHyperBand policy (defaults:
-  grace 5, η 5, all brackets, cost-share promotion) on the pure-core simulator;
-- ``costtune-hb-tpe``: the same policy with Optuna's TPE asked and told in the loop —
-  costtune's default sweep; the reference the paired tests compare every method with;
-- ``costtune-roi-tpe``: TPE with the marginal-ROI stopper only (no rungs);
-- ``costtune-hb-roi-tpe``: CostAwareHyperBand and the marginal-ROI stopper together;
-- ``costtune-hb-patience-tpe``: CostAwareHyperBand and the stopper's patience rule alone;
-- ``costtune-pbt``: costtune's PBT decisions (population 8, every 4 epochs, bottom 25% copy a
-  top-25% donor, cheaper donors likelier), random initial configurations from the stream;
-  an approximation on a surrogate — see :func:`run_pbt`;
-- ``optuna-tpe-hb``: Optuna's TPESampler + HyperbandPruner through ``study.optimize``;
+- ``costtune-hb``: that same stream through costtune's CostAwareHyperBand policy;
+- ``costtune-hb-tpe``: the same policy with Optuna's TPE (default settings, univariate)
+  asked and told in the loop — costtune's default sweep; the paired tests' reference;
+- ``costtune-hb-outlook-tpe``: the same plus the outlook rule (policy/outlook.py);
+  ``costtune-outlook-tpe``: the outlook rule without rungs;
+- ``costtune-roi-tpe``, ``costtune-hb-roi-tpe``, ``costtune-hb-patience-tpe``: the
+  marginal-ROI stopper (ε = 0.5 val CE per device-hour, chosen on LCBench dev tasks), alone,
+  on top of the rungs, and its patience rule alone;
+- ``costtune-pbt``: costtune's PBT decisions, an approximation on a surrogate (see
+  :func:`run_pbt`);
+- ``optuna-tpe-hb`` (HyperbandPruner(min_resource=1, max_resource=52)),
+  ``optuna-tpe-hb-default`` (HyperbandPruner()), ``optuna-tpe-hb-5-52-5`` and
+  ``optuna-tpe-sha-5-5``: Optuna's TPESampler (default settings) + a pruner, through
+  Optuna's ask/tell (peers.py);
+- ``dehb``, ``smac-hb``, ``synetune-bohb``, ``synetune-asha-cqr``: the multi-fidelity peers
+  through their own packages, settings in peers.py (``pip install 'costtune[bench]'``);
 - ``ray-asha``, ``ray-asha-rf5``, ``ray-hyperband``: Ray Tune's ASHAScheduler (defaults;
   reduction factor 5) and HyperBandScheduler run by Ray Tune itself on the replay trainable,
-  on the same configuration stream as ``random`` / ``costtune-hb`` (a grid search over the
-  stream's ids, one trial at a time).
+  on the same configuration stream as ``random`` / ``costtune-hb``, one trial at a time.
 
 A variant of a costtune method takes a suffix: ``costtune-hb-tpe:g1e3b1pl`` = grace 1,
-η 3, one bracket, promotion by loss (``pc`` cost share, ``pp`` Pareto).
+η 3, one bracket, promotion by loss (``pc`` cost share, ``pp`` Pareto); more below
+(:func:`parse_variant`).
 
-Per run: dollars to each target (a failure when not reached within the budget), the
-relative regret at budget ((best val CE seen − the best val CE at any epoch of the 2,000
-random and 64 grid configurations) ÷ that best), and the oracle floor (the cheapest 52-epoch run among
-those configurations reaching the target). ``--out`` keeps every run as CSV; ``--from``
-re-prints the table of earlier CSVs (for example a Ray subset merged with the rest).
+Per run: dollars and simulated wall-clock hours to each target (a failure when not reached
+within the budget), the relative regret at budget ((best val CE seen − the best val CE at
+any epoch of the 2,000 random and 64 grid configurations) ÷ that best), and the oracle floor
+(the cheapest 52-epoch run among those configurations reaching the target). ``--out`` keeps
+every run as CSV; ``--from`` re-prints the table of earlier CSVs.
 """
 
 from __future__ import annotations
@@ -190,6 +200,8 @@ def parse_variant(method: str) -> tuple[str, dict[str, Any]]:
     ``x`` (TPE methods): a trial that ended before epoch 52 is told to TPE as PRUNED with
     its last loss as an intermediate value (Optuna's way), not as a COMPLETE trial.
     ``m`` (TPE methods): multivariate TPE (``TPESampler(multivariate=True)``).
+    ``kf`` / ``kc``: rung keep floor / ceil; ``o2``: the outlook rule's optimism κ = 2; ``n6``:
+    the outlook rule judges from epoch 6 on (after the first rung at 5).
     """
     base, _, spec = method.partition(":")
     kwargs: dict[str, Any] = {}
@@ -199,7 +211,9 @@ def parse_variant(method: str) -> tuple[str, dict[str, Any]]:
         kwargs["multivariate"] = True
     for value in re.findall(r"o([0-9.]+)", spec):
         kwargs["optimism"] = float(value)
-    spec = re.sub(r"o[0-9.]+", "", spec)
+    for value in re.findall(r"n([0-9]+)", spec):
+        kwargs["outlook_min_epochs"] = int(value)
+    spec = re.sub(r"o[0-9.]+|n[0-9]+", "", spec)
     for key, value in re.findall(r"([gebpk])([0-9]+|[lcpf])", spec):
         if key == "k":
             kwargs["keep"] = {"c": "ceil", "f": "floor"}[value]
@@ -444,7 +458,13 @@ def run_method(task: Task, seed: int, method: str) -> Trace:
         rule = MarginalRoiStopping(PATIENCE_RULE)
         return run_tpe_loop(task, seed, AsyncHyperband(52, **kwargs), rule, **tpe)
     if base in ("costtune-hb-outlook-tpe", "costtune-outlook-tpe"):
-        rule = OutlookStopping(OutlookRule(52, optimism=float(kwargs.pop("optimism", 1.0))))
+        rule = OutlookStopping(
+            OutlookRule(
+                52,
+                optimism=float(kwargs.pop("optimism", 1.0)),
+                min_epochs=int(kwargs.pop("outlook_min_epochs", 4)),
+            )
+        )
         policy = AsyncHyperband(52, **kwargs) if base == "costtune-hb-outlook-tpe" else None
         return run_tpe_loop(task, seed, policy, None, outlook=rule, **tpe)
     if base == "costtune-pbt":
