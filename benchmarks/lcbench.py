@@ -92,6 +92,11 @@ from costtune.simulate import simulate
 #: protocol v3 (../shared/benchmarks/PROTOCOL.md): choose settings on DEV_TASKS, report on TEST_TASKS
 DEV_TASKS = ("3945", "7593", "34539", "126025", "146212", "167190", "168330", "189909")
 TEST_TASKS = ("126026", "126029", "167149", "167184", "167185", "167201", "168335", "168908")
+#: the 18 usable tasks in neither set: a wider check (protocol v3: at >= 5 seeds)
+WIDER_TASKS = (
+    "167104", "167152", "167161", "167168", "167181", "167200", "168329", "168331", "168868",
+    "168910", "189354", "189862", "189865", "189866", "189873", "189905", "189906", "189908",
+)  # fmt: skip
 USD_PER_HOUR = 2.50
 REFERENCE = "costtune-hb-tpe"
 DEFAULT_METHODS = (
@@ -619,7 +624,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--data-dir", default=None, help="the LCBench surrogate (or COSTTUNE_LCBENCH_DIR)")
     parser.add_argument(
-        "--tasks", default="dev", help="'dev' (default), 'test' (protocol v3), 'all', or task ids: 3945,7593"
+        "--tasks", default="dev", help="'dev' (default), 'test', 'wider' (protocol v3), 'all', or task ids: 3945,7593"
     )
     parser.add_argument("--seeds", type=int, default=20, help="seeds 0..N-1 (default 20)")
     parser.add_argument("--first-seed", type=int, default=0)
@@ -640,7 +645,7 @@ def main() -> None:
                 rows.extend({**r, "seed": int(r["seed"])} for r in csv.DictReader(fh))
         print(summarise(rows))
         return
-    named = {"dev": list(DEV_TASKS), "test": list(TEST_TASKS)}
+    named = {"dev": list(DEV_TASKS), "test": list(TEST_TASKS), "wider": list(WIDER_TASKS)}
     tasks = named.get(args.tasks) or (
         bench(args.data_dir).tasks if args.tasks == "all" else args.tasks.split(",")
     )
