@@ -624,7 +624,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--data-dir", default=None, help="the LCBench surrogate (or COSTTUNE_LCBENCH_DIR)")
     parser.add_argument(
-        "--tasks", default="dev", help="'dev' (default), 'test', 'wider' (protocol v3), 'all', or task ids: 3945,7593"
+        "--tasks",
+        default="dev",
+        help="'dev' (default), 'test', 'wider' (protocol v3), 'all', or task ids: 3945,7593",
     )
     parser.add_argument("--seeds", type=int, default=20, help="seeds 0..N-1 (default 20)")
     parser.add_argument("--first-seed", type=int, default=0)
