@@ -117,7 +117,13 @@ def sweep(
 
     try:
         result = run_sweep(
-            cfg, output, seed=seed, progress=not no_progress, ray_address=address, approved=approved
+            cfg,
+            output,
+            seed=seed,
+            progress=not no_progress,
+            ray_address=address,
+            approved=approved,
+            config_dir=config.parent,
         )
     except ConfigError as exc:
         _fail(str(exc), EXIT_USAGE)

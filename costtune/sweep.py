@@ -54,17 +54,36 @@ class SweepResult:
         return self.ledger.to_frame()
 
 
-def resolve_trainable(reference: str) -> Callable[[dict[str, Any]], Any]:
-    """``amp`` or ``module:function`` → the function; only an explicit reference is imported."""
+def resolve_trainable(reference: str, config_dir: Path | None = None) -> Callable[[dict[str, Any]], Any]:
+    """``amp`` or ``module:function`` → the function; only an explicit reference is imported.
+
+    A user's own module is found the way ``python -m`` finds it: beside the config file
+    (``config_dir``) or in the working directory, then on the Python path. A module found
+    in one of those two folders is shipped to Ray's workers by value, so that they need not
+    find it themselves (a worker's import path is not the driver's).
+    """
     reference = BUILTIN_TRAINABLES.get(reference, reference)
     module_name, _, attr = reference.partition(":")
+    folders = [str(p.resolve()) for p in (config_dir, Path.cwd()) if p is not None]
+    for folder in reversed(folders):
+        if folder not in sys.path:
+            sys.path.insert(0, folder)
     try:
         module = importlib.import_module(module_name)
     except ImportError as exc:
-        raise ConfigError(f"trainable.name: cannot import module {module_name!r}: {exc}") from None
+        where = "the config's folder, the working directory and the Python path"
+        raise ConfigError(
+            f"trainable.name: cannot import module {module_name!r} (looked in {where}): {exc}"
+        ) from None
     fn = getattr(module, attr, None)
     if not callable(fn):
         raise ConfigError(f"trainable.name: {module_name!r} has no function {attr!r}")
+    source = getattr(module, "__file__", None)
+    if source is not None and any(Path(source).resolve().is_relative_to(f) for f in folders):
+        import ray.cloudpickle
+
+        top = sys.modules[module_name.partition(".")[0]]
+        ray.cloudpickle.register_pickle_by_value(top)
     return fn
 
 
@@ -81,6 +100,7 @@ def run_sweep(
     ray_address: str | None = None,
     approved: bool = False,
     gpu_sampler_factory: Callable[[], GpuSampler] | None = None,
+    config_dir: str | Path | None = None,
 ) -> SweepResult:
     """Run a cost-metered sweep and write its ledger, ``trials.csv/.parquet`` and ``summary.json``.
 
@@ -92,18 +112,22 @@ def run_sweep(
         ray_address: connect to this Ray cluster instead of starting a local instance.
         approved: run even when the budget gate fails (a person signed off elsewhere).
         gpu_sampler_factory: where the idle-GPU stopper reads utilisation (default NVML).
+        config_dir: where the config came from, to find a ``module:function`` trainable beside
+            it (default: the config file's folder when ``config`` is a path).
 
     Raises:
         GateFailed: the sweep is over its limits (or a grid search) with no approval.
     """
+    config_dir = Path(config_dir) if config_dir is not None else None
     if not isinstance(config, SweepConfig):
+        config_dir = config_dir or Path(config).parent
         config = load_config(config)
     if seed is not None:
         config = config.model_copy(update={"seed": seed})
     gate_result = pre_run_gate(config)
     if not gate_result.passed and not approved:
         raise GateFailed(f"budget gate: {gate_result.message()} (or run with --approved)")
-    trainable = resolve_trainable(config.trainable.name)
+    trainable = resolve_trainable(config.trainable.name, config_dir)
     out = Path(output) if output is not None else default_output_dir(config)
     out = out.resolve()
     created = not out.exists()

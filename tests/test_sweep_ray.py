@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import sys
 
 import pandas as pd
 import pytest
@@ -215,3 +216,47 @@ def test_calibrated_worst_case_is_never_below_the_metered_cost(small_run) -> Non
     print(
         f"expected/metered = {est.expected_cost_usd / metered:.2f}, worst/metered = {est.worst_cost_usd / metered:.2f}"
     )
+
+
+TOY = """
+from ray import tune
+
+
+def train(config):
+    for epoch in range(1, config["max_epochs"] + 1):
+        tune.report({"val_loss": (config["x"] - 0.3) ** 2 + 1.0 / epoch})
+"""
+
+
+@pytest.mark.ray
+def test_a_user_module_beside_the_config_is_found_without_pythonpath(ray_session, tmp_path, monkeypatch) -> None:
+    """As `python -m` would: the config's folder and the working directory are searched, and
+    the module travels to Ray's workers by value (their import path is not the driver's)."""
+    from click.testing import CliRunner
+
+    from costtune.cli import main
+
+    project = tmp_path / "project"
+    project.mkdir()
+    (project / "toy_costtune_trainable.py").write_text(TOY)
+    (project / "toy.yaml").write_text(
+        "name: toy\ntrainable: {name: 'toy_costtune_trainable:train'}\nmax_epochs: 3\nnum_samples: 2\n"
+        "search_space: {x: {type: uniform, low: 0.0, high: 1.0}}\nsearcher: {type: random}\n"
+        "scheduler: {type: fifo}\ncost: {epoch_seconds: 0.01}\n"
+    )
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    monkeypatch.chdir(elsewhere)
+    monkeypatch.setattr(sys, "path", list(sys.path))  # the test leaves the path as it found it
+    result = CliRunner().invoke(
+        main, ["sweep", str(project / "toy.yaml"), "--output", str(tmp_path / "run"), "--no-progress"]
+    )
+    assert result.exit_code == 0, result.output
+    trials = pd.read_csv(tmp_path / "run" / "trials.csv")
+    assert len(trials) == 2 and set(trials["stop_reason"]) == {"completed"}
+    missing = CliRunner().invoke(main, ["gate", str(project / "toy.yaml")])
+    assert missing.exit_code == 0  # the gate does not import trainables
+    (project / "bad.yaml").write_text((project / "toy.yaml").read_text().replace("toy_costtune", "nowhere_xyz"))
+    bad = CliRunner().invoke(main, ["sweep", str(project / "bad.yaml"), "--output", str(tmp_path / "r2")])
+    assert bad.exit_code == 2
+    assert "cannot import module 'nowhere_xyz_trainable' (looked in the config's folder, the working directory" in bad.output
