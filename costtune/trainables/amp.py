@@ -128,6 +128,19 @@ def evaluate(model: nn.Module, x: torch.Tensor, y: torch.Tensor, precision: str)
     return loss, accuracy
 
 
+def apply_optimizer_settings(optimizer: torch.optim.Optimizer, s: Settings) -> None:
+    """This trial's lr, weight decay (and SGD momentum) on every parameter group.
+
+    The pattern for any trainable that resumes from a checkpoint another trial wrote (PBT):
+    load the optimizer's state, then set the hyperparameters of the config that now runs.
+    """
+    for group in optimizer.param_groups:
+        group["lr"] = s.lr
+        group["weight_decay"] = s.weight_decay
+        if "momentum" in group:
+            group["momentum"] = s.momentum
+
+
 def run_training(
     config: Mapping[str, Any],
     report: Report,
@@ -164,6 +177,9 @@ def run_training(
     if start_state is not None:
         model.load_state_dict(start_state["model"])
         optimizer.load_state_dict(start_state["optimizer"])
+        # load_state_dict brings the donor's lr, weight decay and momentum back with its
+        # moments; a PBT clone must train at its own (explored) settings, so set them again
+        apply_optimizer_settings(optimizer, s)
         scaler.load_state_dict(start_state["scaler"])
         first_epoch = int(start_state["epoch"]) + 1
 

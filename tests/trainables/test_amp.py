@@ -95,6 +95,34 @@ def test_resume_from_an_epoch_checkpoint_matches_uninterrupted_training() -> Non
         assert a["val_loss"] == pytest.approx(b["val_loss"], rel=1e-5)
 
 
+@pytest.mark.parametrize("optimizer", ["adamw", "sgd"])
+def test_a_clone_trains_at_its_explored_settings_not_the_donors(optimizer) -> None:
+    """PBT: a clone loads the donor's checkpoint, optimizer state included, and must then run
+    at its own lr, weight decay and momentum (load_state_dict alone restores the donor's)."""
+    donor = {
+        "max_epochs": 1,
+        "width": 16,
+        "depth": 1,
+        "lr": 1e-3,
+        "weight_decay": 0.0,
+        "optimizer": optimizer,
+    }
+    states: list[dict] = []
+    run_training(donor, lambda m, s: states.append(copy.deepcopy(s)))
+    explored = {**donor, "max_epochs": 2, "lr": 0.2, "weight_decay": 0.05, "momentum": 0.5}
+    groups: list[dict] = []
+
+    def report(metrics: dict, state: dict) -> None:
+        groups.extend(state["optimizer"]["param_groups"])
+
+    run_training(explored, report, start_state=states[-1])
+    assert groups and all(g["lr"] == 0.2 and g["weight_decay"] == 0.05 for g in groups)
+    if optimizer == "sgd":
+        assert all(g["momentum"] == 0.5 for g in groups)
+    # the donor's optimizer state (AdamW's moments, SGD's momentum buffers) came along
+    assert states[-1]["optimizer"]["state"]
+
+
 def test_evaluate_reports_loss_and_accuracy() -> None:
     x, y = _batch(50)
     loss, acc = evaluate(_model(), x, y, "fp32")
