@@ -195,6 +195,7 @@ def _run(
             key=config.scheduler.pbt_key,
             seed=config.seed,
             cost_model=cost_model,
+            seconds_field=config.cost.time_field,
         )
     else:
         scheduler = CostAwareFIFO(governor)

@@ -33,6 +33,8 @@ class CostAwarePBT(PopulationBasedTraining):
         key: ``loss`` or ``pareto`` (front of loss and dollars per epoch, then loss).
         seed: seeds every decision.
         cost_model: prices, for dollars per epoch.
+        seconds_field: the result field of metered seconds (``cost.time_field``; a replay
+            reports its simulated seconds).
     """
 
     def __init__(
@@ -46,6 +48,7 @@ class CostAwarePBT(PopulationBasedTraining):
         key: str = "loss",
         seed: int = 0,
         cost_model: CostModel | None = None,
+        seconds_field: str = "time_total_s",
     ) -> None:
         super().__init__(
             time_attr="training_iteration",
@@ -60,6 +63,7 @@ class CostAwarePBT(PopulationBasedTraining):
         self.key = key
         self.rng = random.Random(seed)
         self.cost_model = cost_model or CostModel()
+        self.seconds_field = seconds_field
         self.decisions: list[Exploit] = []
 
     def _member(self, trial: Trial) -> Member:
@@ -67,7 +71,7 @@ class CostAwarePBT(PopulationBasedTraining):
         result = state.last_result or {}
         epochs = max(int(result.get("training_iteration", 1)), 1)
         kind, devices = trial_devices(trial)
-        usd = self.cost_model.cost_usd(float(result.get("time_total_s", 0.0)), devices, kind)
+        usd = self.cost_model.cost_usd(float(result.get(self.seconds_field, 0.0)), devices, kind)
         loss = -state.last_score if state.last_score is not None else float("nan")
         return Member(trial.trial_id, loss, usd / epochs)
 

@@ -85,3 +85,26 @@ def test_gpu_trials_are_billed_per_gpu_at_the_accelerator_price() -> None:
     scheduler.on_trial_result(None, trial, {"loss": 0.3, "training_iteration": 1, "time_total_s": 3600.0})
     entry = scheduler.policy.rungs[0][1]["g"]
     assert entry.cost_usd == pytest.approx(8 * 2.50)
+
+
+def test_pbt_prices_members_from_the_configured_time_field() -> None:
+    """A replayed sweep meters its simulated seconds (cost.time_field), not Tune's wall clock."""
+    from costtune.policy import Mutation
+    from costtune.schedulers.pbt import CostAwarePBT
+
+    pbt = CostAwarePBT(
+        {"lr": Mutation("loguniform", 1e-4, 1e-1)},
+        metric="loss",
+        mode="min",
+        cost_model=CostModel(accelerator="A100"),
+        seconds_field="sim_seconds",
+    )
+    class Trial(SimpleNamespace):
+        __hash__ = object.__hash__
+
+    trial = Trial(**vars(_trial("p", gpus=1)))
+    result = {"training_iteration": 5, "time_total_s": 41.0, "sim_seconds": 5 * 3600.0}
+    pbt._trial_state[trial] = SimpleNamespace(last_result=result, last_score=-0.4)
+    member = pbt._member(trial)
+    assert member.usd_per_epoch == pytest.approx(2.50)  # 1 GPU-hour per simulated epoch
+    assert member.loss == pytest.approx(0.4)
