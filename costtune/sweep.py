@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import importlib
 import itertools
+import json
 import os
 import sys
 import time
@@ -24,7 +25,7 @@ from costtune.errors import ConfigError, CosttuneError
 from costtune.estimate import estimate
 from costtune.gate import GateFailed, GateResult, check
 from costtune.idle import GpuSampler, IdleGpuStopper, NvmlSampler, NvmlUnavailable
-from costtune.ledger import LEDGER_FILE, Ledger, LedgerWarning, repair_tail
+from costtune.ledger import LEDGER_FILE, Ledger, LedgerWarning, repair_tail, write_json_atomic
 from costtune.policy import (
     Governor,
     MarginalRoiStopping,
@@ -87,6 +88,9 @@ def resolve_trainable(reference: str, config_dir: Path | None = None) -> Callabl
     return fn
 
 
+SOURCE_FILE = "source.json"
+
+
 def default_output_dir(config: SweepConfig) -> Path:
     return Path("runs") / f"{config.name}-{time.strftime('%Y%m%d-%H%M%S')}"
 
@@ -133,7 +137,7 @@ def run_sweep(
     created = not out.exists()
     lock = claim_new(out)
     try:
-        return _run(config, trainable, out, progress, ray_address, gpu_sampler_factory)
+        return _run(config, trainable, out, progress, ray_address, gpu_sampler_factory, config_dir)
     except ConfigError:
         # refused before anything ran (the cluster cannot hold a trial, say): leave no trace
         if created and [p.name for p in out.iterdir()] == [LOCK_FILE]:
@@ -151,10 +155,14 @@ def _run(
     progress: bool,
     ray_address: str | None,
     gpu_sampler_factory: Callable[[], GpuSampler] | None,
+    config_dir: Path | None = None,
 ) -> SweepResult:
     _prepare_environment()
     _ensure_ray(ray_address, config)
     (out / "config.yaml").write_text(yaml.safe_dump(config.model_dump(mode="json"), sort_keys=False))
+    # where a module:function trainable was found, for --resume from another directory
+    source = {"config_dir": str(config_dir.resolve()) if config_dir is not None else None}
+    write_json_atomic(out / SOURCE_FILE, source)
 
     from ray import tune
     from ray.tune.stopper import CombinedStopper, FunctionStopper, MaximumIterationStopper
@@ -330,7 +338,9 @@ def _resume(out: Path, experiment: Path, ray_address: str | None) -> SweepResult
     from ray import tune
 
     config = load_run_config(out)
-    trainable = resolve_trainable(config.trainable.name)
+    source = out / SOURCE_FILE
+    config_dir = json.loads(source.read_text()).get("config_dir") if source.is_file() else None
+    trainable = resolve_trainable(config.trainable.name, Path(config_dir) if config_dir else None)
     _prepare_environment()
     _ensure_ray(ray_address, config)
     resources = trial_resources(config)

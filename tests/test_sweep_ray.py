@@ -229,7 +229,9 @@ def train(config):
 
 
 @pytest.mark.ray
-def test_a_user_module_beside_the_config_is_found_without_pythonpath(ray_session, tmp_path, monkeypatch) -> None:
+def test_a_user_module_beside_the_config_is_found_without_pythonpath(
+    ray_session, tmp_path, monkeypatch
+) -> None:
     """As `python -m` would: the config's folder and the working directory are searched, and
     the module travels to Ray's workers by value (their import path is not the driver's)."""
     from click.testing import CliRunner
@@ -254,9 +256,18 @@ def test_a_user_module_beside_the_config_is_found_without_pythonpath(ray_session
     assert result.exit_code == 0, result.output
     trials = pd.read_csv(tmp_path / "run" / "trials.csv")
     assert len(trials) == 2 and set(trials["stop_reason"]) == {"completed"}
+    # recorded for --resume, which may run from anywhere
+    assert json.loads((tmp_path / "run" / "source.json").read_text()) == {
+        "config_dir": str(project.resolve())
+    }
     missing = CliRunner().invoke(main, ["gate", str(project / "toy.yaml")])
     assert missing.exit_code == 0  # the gate does not import trainables
-    (project / "bad.yaml").write_text((project / "toy.yaml").read_text().replace("toy_costtune", "nowhere_xyz"))
+    (project / "bad.yaml").write_text(
+        (project / "toy.yaml").read_text().replace("toy_costtune", "nowhere_xyz")
+    )
     bad = CliRunner().invoke(main, ["sweep", str(project / "bad.yaml"), "--output", str(tmp_path / "r2")])
     assert bad.exit_code == 2
-    assert "cannot import module 'nowhere_xyz_trainable' (looked in the config's folder, the working directory" in bad.output
+    assert (
+        "cannot import module 'nowhere_xyz_trainable' (looked in the config's folder, the working directory"
+        in bad.output
+    )
