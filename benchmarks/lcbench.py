@@ -675,7 +675,18 @@ def main() -> None:
             writer = csv.DictWriter(fh, fieldnames=COLUMNS)
             writer.writeheader()
             writer.writerows(rows)
-    print(f"\n{len(tasks)} tasks × {len(seeds)} seeds, {time.perf_counter() - started:.0f} s")
+    print(
+        f"\n{len(tasks)} tasks × {len(seeds)} seeds, {args.workers} worker(s), {time.perf_counter() - started:.0f} s"
+    )
+    for method in methods:  # every peer's settings, as run
+        base = parse_variant(method)[0]
+        if base in OPTUNA_PRUNERS:
+            name, kwargs = OPTUNA_PRUNERS[base]
+            print(
+                f"  {method}: TPESampler(seed) + {name}({', '.join(f'{k}={v}' for k, v in kwargs.items())})"
+            )
+        elif base in PEER_SETTINGS:
+            print(f"  {method}: {PEER_SETTINGS[base]}")
     reference = REFERENCE if REFERENCE in methods else methods[0]
     print(summarise(rows, reference))
 
