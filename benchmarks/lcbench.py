@@ -676,7 +676,8 @@ def main() -> None:
             writer.writeheader()
             writer.writerows(rows)
     print(
-        f"\n{len(tasks)} tasks × {len(seeds)} seeds, {args.workers} worker(s), {time.perf_counter() - started:.0f} s"
+        f"\n{len(tasks)} tasks × {len(seeds)} seeds, {args.workers} worker(s), "
+        f"{time.perf_counter() - started:.0f} s"
     )
     for method in methods:  # every peer's settings, as run
         base = parse_variant(method)[0]
