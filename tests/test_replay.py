@@ -137,8 +137,9 @@ def test_replay_cli_compares_recorded_with_costtune(table_path) -> None:
     assert bad.exit_code == 2 and "curves: no such file" in bad.output
 
 
-@pytest.mark.ray
-def test_replay_trainable_in_ray_decides_like_the_simulator(ray_session, table_path, tmp_path) -> None:
+def _replay_in_ray(table_path: Path, run_dir: Path, **overrides: object) -> tuple[pd.DataFrame, list[str]]:
+    """A real sweep over the recorded curves (grid over config_id, one trial at a time);
+    returns the trial table by config_id and the order Ray ran the configurations in."""
     from costtune.config import parse_config
     from costtune.sweep import run_sweep
 
@@ -151,7 +152,6 @@ def test_replay_trainable_in_ray_decides_like_the_simulator(ray_session, table_p
             "max_concurrent_trials": 1,
             "search_space": {"config_id": {"type": "choice", "values": list(CURVES)}},
             "searcher": {"type": "grid"},
-            "scheduler": {"grace_epochs": 1, "eta": 3, "brackets": 1, "promotion": "loss"},
             "cost": {"time_field": "sim_seconds", "prices": {"cpu": 1.0}},
             "approval": {
                 "justification": "replay six recorded curves",
@@ -159,17 +159,27 @@ def test_replay_trainable_in_ray_decides_like_the_simulator(ray_session, table_p
                 "stop_conditions": "rungs",
                 "approver": "tests",
             },
+            **overrides,
         }
     )
-    result = run_sweep(config, tmp_path / "run")
-    frame = result.trials.set_index("hp.config_id")
-    # the simulator, fed the configurations in the order Ray ran them (one at a time),
-    # decides exactly what the Ray run decided
-    ran = []
-    for line in (tmp_path / "run" / "ledger.jsonl").read_text().splitlines():
+    result = run_sweep(config, run_dir)
+    ran: list[str] = []
+    for line in (run_dir / "ledger.jsonl").read_text().splitlines():
         event = json.loads(line)
         if "config" in event and event["config"]["config_id"] not in ran:
             ran.append(event["config"]["config_id"])
+    return result.trials.set_index("hp.config_id"), ran
+
+
+@pytest.mark.ray
+def test_replay_trainable_in_ray_decides_like_the_simulator(ray_session, table_path, tmp_path) -> None:
+    frame, ran = _replay_in_ray(
+        table_path,
+        tmp_path / "run",
+        scheduler={"grace_epochs": 1, "eta": 3, "brackets": 1, "promotion": "loss"},
+    )
+    # the simulator, fed the configurations in the order Ray ran them (one at a time),
+    # decides exactly what the Ray run decided
     curves = load_curves(str(table_path))
     policy = AsyncHyperband(max_epochs=9, grace_epochs=1, eta=3, brackets=1, promotion="loss")
     expected = simulate([curves[c] for c in ran], policy, workers=1).stopped_at
@@ -185,36 +195,9 @@ def test_replay_trainable_in_ray_decides_like_the_simulator(ray_session, table_p
 def test_outlook_rule_in_a_ray_sweep_stops_like_the_simulator(ray_session, table_path, tmp_path) -> None:
     """`stopping: {outlook: {}}` in a real sweep: Ray's stopper ends the same trials at the same
     epochs as the pure rule in the simulator, with stop_reason `outlook`, and meters them."""
-    from costtune.config import parse_config
-    from costtune.sweep import run_sweep
-
-    config = parse_config(
-        {
-            "name": "outlook",
-            "trainable": {"name": "replay", "args": {"curves": str(table_path)}},
-            "max_epochs": 9,
-            "num_samples": 1,
-            "max_concurrent_trials": 1,
-            "search_space": {"config_id": {"type": "choice", "values": list(CURVES)}},
-            "searcher": {"type": "grid"},
-            "scheduler": {"type": "fifo"},
-            "stopping": {"outlook": {"optimism": 1.0}},
-            "cost": {"time_field": "sim_seconds", "prices": {"cpu": 1.0}},
-            "approval": {
-                "justification": "replay six recorded curves",
-                "estimated_resources": "none",
-                "stop_conditions": "outlook",
-                "approver": "tests",
-            },
-        }
+    frame, ran = _replay_in_ray(
+        table_path, tmp_path / "run", scheduler={"type": "fifo"}, stopping={"outlook": {"optimism": 1.0}}
     )
-    result = run_sweep(config, tmp_path / "run")
-    frame = result.trials.set_index("hp.config_id")
-    ran = []
-    for line in (tmp_path / "run" / "ledger.jsonl").read_text().splitlines():
-        event = json.loads(line)
-        if "config" in event and event["config"]["config_id"] not in ran:
-            ran.append(event["config"]["config_id"])
     curves = load_curves(str(table_path))
     expected = simulate([curves[c] for c in ran], None, outlook=OutlookStopping(OutlookRule(9))).stopped_at
     assert frame["epochs"].to_dict() == expected
