@@ -35,7 +35,7 @@ from typing import Any, Protocol
 from costtune.curves import Curve
 
 PEER_SETTINGS = {
-    "dehb": "DEHB(min_fidelity=5, max_fidelity=52, eta=3, n_workers=workers), ask/tell, from scratch",
+    "dehb": "DEHB(min_fidelity=5, max_fidelity=52, eta=3), ask/tell, from scratch",
     "smac-hb": "MultiFidelityFacade + Hyperband(eta=3), budgets 5..52, ask/tell, from scratch",
     "synetune-bohb": "syne_tune BOHB(grace_period=5, reduction_factor=3, max_t=52), stopping type",
     "synetune-asha-cqr": "syne_tune ASHACQR(grace_period=5, reduction_factor=3, max_t=52), stopping type",
@@ -145,15 +145,18 @@ class OptunaPeer:
 class DehbPeer:
     """DEHB's ask/tell; each job trains its fidelity's epochs from scratch."""
 
-    def __init__(self, seed: int, workers: int, output_path: str) -> None:
+    def __init__(self, seed: int, output_path: str) -> None:
         from dehb import DEHB
 
+        # n_workers=1: the event loop asks for several jobs at once itself (DEHB's brackets
+        # track pending jobs); n_workers > 1 only starts a Dask cluster for DEHB's own run()
+        # loop — 8 processes per run, which outlived the run here.
         self.opt = DEHB(
             cs=_configspace(seed),
             min_fidelity=5,
             max_fidelity=52,
             eta=3,
-            n_workers=workers,
+            n_workers=1,
             seed=seed,
             output_path=output_path,
             save_freq="end",
@@ -279,7 +282,7 @@ def run_peer(
         if optuna_pruner is not None and suggest is not None:
             peer = OptunaPeer(optuna_pruner, seed, suggest)
         elif name == "dehb":
-            peer = DehbPeer(seed, workers, tmp)
+            peer = DehbPeer(seed, tmp)
         elif name == "smac-hb":
             peer = SmacPeer(seed, tmp)
         else:
