@@ -23,7 +23,8 @@ from typing import Any
 from costtune.config import SweepConfig, planned_trials
 from costtune.cost import device_hours
 from costtune.errors import ConfigError
-from costtune.policy import bracket_weights, max_bracket_index, rung_epochs
+from costtune.policy import Keep, bracket_weights, max_bracket_index, rung_epochs
+from costtune.policy.successive_halving import promoted_count
 
 
 @dataclass(frozen=True)
@@ -53,23 +54,29 @@ class Estimate:
         return asdict(self)
 
 
-def expected_promotions(arrivals: float, eta: int) -> float:
-    """Σ_{k=1}^{n} ⌈k/η⌉/k: trials an asynchronous rung promotes out of n random-order arrivals.
+def expected_promotions(arrivals: float, eta: int, keep: Keep = Keep.CEIL) -> float:
+    """Σ_{k=1}^{n} c(k)/k: trials an asynchronous rung promotes out of n random-order arrivals,
+    c(k) = ⌈k/η⌉ (``keep=ceil``) or max(1, ⌊k/η⌋) (``keep=floor``).
 
     Fractional ``arrivals`` (an expectation from the rung below) interpolate linearly.
     """
     if arrivals <= 0:
         return 0.0
     whole = math.floor(arrivals)
-    total = sum(math.ceil(k / eta) / k for k in range(1, whole + 1))
+    total = sum(promoted_count(k, eta, keep) / k for k in range(1, whole + 1))
     frac = arrivals - whole
     if frac > 0:
-        total += frac * math.ceil((whole + 1) / eta) / (whole + 1)
+        total += frac * promoted_count(whole + 1, eta, keep) / (whole + 1)
     return min(total, arrivals)
 
 
 def expected_epochs_hyperband(
-    trials: float, max_epochs: int, grace_epochs: int, eta: int, brackets: int | None
+    trials: float,
+    max_epochs: int,
+    grace_epochs: int,
+    eta: int,
+    brackets: int | None,
+    keep: Keep = Keep.CEIL,
 ) -> float:
     """Expected epochs of an asynchronous Hyperband sweep (see the module docstring)."""
     most = max_bracket_index(grace_epochs, eta, max_epochs) + 1
@@ -84,7 +91,7 @@ def expected_epochs_hyperband(
             total += arrivals * (epochs - done)
             done = epochs
             if i < len(ladder) - 1:
-                arrivals = expected_promotions(arrivals, eta)
+                arrivals = expected_promotions(arrivals, eta, keep)
     return total
 
 
@@ -123,11 +130,11 @@ def estimate(
     s = config.scheduler
     if s.type == "cost_aware_hyperband":
         expected_epochs = expected_epochs_hyperband(
-            trials, config.max_epochs, s.grace_epochs, s.eta, s.brackets
+            trials, config.max_epochs, s.grace_epochs, s.eta, s.brackets, Keep(s.keep)
         )
         geometry = (
             f"CostAwareHyperBand: rungs at {rung_epochs(s.grace_epochs, s.eta, config.max_epochs)} epochs, "
-            f"eta={s.eta}; expected promotions assume random arrival order"
+            f"eta={s.eta}, keep {s.keep}; expected promotions assume random arrival order"
         )
     else:
         expected_epochs = worst_epochs

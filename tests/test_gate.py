@@ -13,6 +13,7 @@ from costtune.config import parse_config
 from costtune.errors import ConfigError
 from costtune.estimate import estimate, expected_epochs_hyperband, expected_promotions
 from costtune.gate import check
+from costtune.policy import Keep
 
 APPROVAL = {
     "justification": "64 configurations replicate last quarter's baseline grid",
@@ -45,6 +46,17 @@ def test_expected_promotions_of_a_random_order_rung() -> None:
     assert expected_promotions(1, 5) == 1
     assert expected_promotions(5, 5) == pytest.approx(1 + 1 / 2 + 1 / 3 + 1 / 4 + 1 / 5)
     assert expected_promotions(5, 3) == pytest.approx(1 + 1 / 2 + 1 / 3 + 2 / 4 + 2 / 5)
+    # keep=floor, Optuna's max(1, ⌊k/η⌋): one until the rung holds 2η, then two
+    assert expected_promotions(7, 3, Keep.FLOOR) == pytest.approx(
+        1 + 1 / 2 + 1 / 3 + 1 / 4 + 1 / 5 + 2 / 6 + 2 / 7
+    )
+
+
+def test_the_estimate_follows_the_keep_rule() -> None:
+    ceil = estimate(parse_config(REFERENCE))
+    floor = estimate(parse_config({**REFERENCE, "scheduler": {"keep": "floor"}}))
+    assert floor.expected_epochs < ceil.expected_epochs and floor.worst_epochs == ceil.worst_epochs
+    assert any("keep floor" in a for a in floor.assumptions)
 
 
 @given(st.floats(0.01, 500), st.integers(2, 8))
