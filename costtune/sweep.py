@@ -63,6 +63,7 @@ def resolve_trainable(reference: str, config_dir: Path | None = None) -> Callabl
     in one of those two folders is shipped to Ray's workers by value, so that they need not
     find it themselves (a worker's import path is not the driver's).
     """
+    builtin = reference in BUILTIN_TRAINABLES
     reference = BUILTIN_TRAINABLES.get(reference, reference)
     module_name, _, attr = reference.partition(":")
     folders = [str(p.resolve()) for p in (config_dir, Path.cwd()) if p is not None]
@@ -80,11 +81,16 @@ def resolve_trainable(reference: str, config_dir: Path | None = None) -> Callabl
     if not callable(fn):
         raise ConfigError(f"trainable.name: {module_name!r} has no function {attr!r}")
     source = getattr(module, "__file__", None)
-    if source is not None and any(Path(source).resolve().is_relative_to(f) for f in folders):
+    top_name = module_name.partition(".")[0]
+    if (
+        not builtin
+        and top_name != "costtune"  # an editable install lives under the working directory too
+        and source is not None
+        and any(Path(source).resolve().is_relative_to(f) for f in folders)
+    ):
         import ray.cloudpickle
 
-        top = sys.modules[module_name.partition(".")[0]]
-        ray.cloudpickle.register_pickle_by_value(top)
+        ray.cloudpickle.register_pickle_by_value(sys.modules[top_name])
     return fn
 
 
