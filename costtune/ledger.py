@@ -93,6 +93,14 @@ class Ledger:
             for event in _read_events(self._path, self):
                 self._apply(event)
 
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        # unpickled by a resume of a run that may since have been copied or moved
+        from costtune.rundir import relocated
+
+        self.__dict__.update(state)
+        if self._path is not None:
+            self._path = relocated(self._path)
+
     @property
     def path(self) -> Path | None:
         return self._path

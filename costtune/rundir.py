@@ -10,7 +10,10 @@ from __future__ import annotations
 
 import fcntl
 import os
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 from costtune.errors import ConfigError
 
@@ -77,3 +80,55 @@ def claim_new(directory: Path) -> RunLock:
 def claim_existing(directory: Path) -> RunLock:
     """Lock a run directory for a resume (refused while another sweep holds it)."""
     return _lock(directory, "--resume")
+
+
+#: the run directory a resume is restoring into, while it restores (see :func:`resuming`)
+_resume_dir: Path | None = None
+#: Ray Tune's experiment folder inside a run directory (``RunConfig(name=...)``)
+EXPERIMENT_NAME = "ray"
+
+
+@contextmanager
+def resuming(directory: Path) -> Iterator[None]:
+    """While a resume unpickles a run's saved state, whatever pointed into the run directory
+    it was saved in points into ``directory`` instead.
+
+    A run directory may have been copied or moved since: everything a resumed sweep writes
+    must go to the directory that was passed, never back to the original. Tune restores the
+    Tuner's callbacks, stoppers and scheduler as they were pickled (with the old absolute
+    paths), and its search generator's saved experiment with the old storage path (new trials
+    would write their checkpoints into the original run). costtune's objects ask
+    :func:`relocated` on unpickling; Ray's ``StorageContext`` is rebased here.
+    """
+    from ray.train._internal.storage import StorageContext
+
+    global _resume_dir
+    previous = _resume_dir
+    had_own = "__setstate__" in StorageContext.__dict__
+    _resume_dir = directory
+    StorageContext.__setstate__ = _rebased_storage_state
+    try:
+        yield
+    finally:
+        _resume_dir = previous
+        if not had_own:
+            del StorageContext.__setstate__
+
+
+def relocated(path: Path, *, is_run_dir: bool = False) -> Path:
+    """``path`` — a run directory, or a file directly in one — in the run being resumed."""
+    if _resume_dir is None:
+        return path
+    return _resume_dir if is_run_dir else _resume_dir / path.name
+
+
+def _rebased_storage_state(self: Any, state: dict[str, Any]) -> None:
+    self.__dict__.update(state)
+    # the experiment's own context (new trials copy it); a trial's context is left to Tune,
+    # which moves it and its tracked checkpoints together (Trial.set_storage)
+    if (
+        _resume_dir is not None
+        and state.get("experiment_dir_name") == EXPERIMENT_NAME
+        and state.get("trial_dir_name") is None
+    ):
+        self.storage_fs_path = _resume_dir.as_posix()

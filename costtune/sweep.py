@@ -37,7 +37,7 @@ from costtune.policy import (
     SweepProgress,
 )
 from costtune.run import ledger_spec, load_run_config
-from costtune.rundir import LOCK_FILE, claim_existing, claim_new
+from costtune.rundir import EXPERIMENT_NAME, LOCK_FILE, claim_existing, claim_new, resuming
 from costtune.trainables import BUILTIN_TRAINABLES
 
 
@@ -174,6 +174,7 @@ def _run(
     from ray.tune.stopper import CombinedStopper, FunctionStopper, MaximumIterationStopper
 
     from costtune.schedulers import CostAwareFIFO, CostAwareHyperBand, LedgerCallback
+    from costtune.schedulers.callbacks import ForgetVanishedCheckpoints
     from costtune.search import build_search_space, make_searcher
 
     cost_model = config.cost.cost_model()
@@ -226,6 +227,7 @@ def _run(
         return next((r for r in (f(trial_id) for f in reasons) if r is not None), None)
 
     callbacks: list[Any] = [
+        ForgetVanishedCheckpoints(),
         LedgerCallback(
             ledger,
             hyperparameters=list(config.search_space),
@@ -233,7 +235,7 @@ def _run(
             seconds_field=config.cost.time_field,
             extra_seconds_of=lambda trial_id: governor.extra_seconds.get(trial_id, 0.0),
             tables_dir=out,
-        )
+        ),
     ]
     if progress:
         from costtune.progress import LiveProgress
@@ -265,7 +267,7 @@ def _run(
             reuse_actors=True,
         ),
         run_config=tune.RunConfig(
-            name="ray",
+            name=EXPERIMENT_NAME,
             storage_path=str(out),
             callbacks=callbacks,
             verbose=0,
@@ -323,7 +325,7 @@ def resume_sweep(
     from ray import tune
 
     out = Path(run_dir).resolve()
-    experiment = out / "ray"
+    experiment = out / EXPERIMENT_NAME
     if not (out / LEDGER_FILE).exists() or not tune.Tuner.can_restore(str(experiment)):
         raise ConfigError(f"--resume: {out} holds no resumable costtune sweep")
     del progress  # the live view is restored with the other callbacks
@@ -350,13 +352,14 @@ def _resume(out: Path, experiment: Path, ray_address: str | None) -> SweepResult
     _prepare_environment()
     _ensure_ray(ray_address, config)
     resources = trial_resources(config)
-    tuner = tune.Tuner.restore(
-        str(experiment),
-        trainable=tune.with_resources(trainable, resources),
-        resume_unfinished=True,
-        resume_errored=False,
-    )
-    return _fit_and_write(tuner, config, Ledger(ledger_spec(config), out), out)
+    with resuming(out):  # a copied or moved run writes only into itself
+        tuner = tune.Tuner.restore(
+            str(experiment),
+            trainable=tune.with_resources(trainable, resources),
+            resume_unfinished=True,
+            resume_errored=False,
+        )
+        return _fit_and_write(tuner, config, Ledger(ledger_spec(config), out), out)
 
 
 def pre_run_gate(config: SweepConfig) -> GateResult:

@@ -67,8 +67,17 @@ def test_lcbench_table_pairs_runs_by_task_and_seed() -> None:
     inf = math.inf
 
     def row(method, task, seed, usd):
-        return {"method": method, "task": task, "seed": seed, "usd_GRID": usd, "floor_GRID": 1.0,
-                "usd_TOP1": inf, "floor_TOP1": 1.0, "budget": 10.0, "regret": 0.1}
+        return {
+            "method": method,
+            "task": task,
+            "seed": seed,
+            "usd_GRID": usd,
+            "floor_GRID": 1.0,
+            "usd_TOP1": inf,
+            "floor_TOP1": 1.0,
+            "budget": 10.0,
+            "regret": 0.1,
+        }
 
     rows = [row("costtune-hb-tpe", t, s, 1.0 + s) for t in ("a", "b") for s in range(3)]
     rows += [row("peer", t, s, (2.0 + s) if s else inf) for t in ("a", "b") for s in range(3)]

@@ -149,7 +149,12 @@ def _config(configs, search_space: str):
 
 def test_search_space_files_stay_where_configs_live_and_are_never_echoed(tmp_path) -> None:
     configs = _secret_world(tmp_path)
-    for hostile in ("../../home/.env", str(tmp_path / "home" / ".env"), "../../home/keys.yaml", "linked.yaml"):
+    for hostile in (
+        "../../home/.env",
+        str(tmp_path / "home" / ".env"),
+        "../../home/keys.yaml",
+        "linked.yaml",
+    ):
         for command in (["gate"], ["estimate"], ["sweep", "--no-progress"]):
             result = CliRunner().invoke(main, [*command, str(_config(configs, hostile))])
             assert result.exit_code == 2, (hostile, command, result.output)

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -11,6 +13,7 @@ import time
 from collections import Counter
 from pathlib import Path
 
+import pandas as pd
 import pytest
 import yaml
 
@@ -25,11 +28,12 @@ def _events(run: Path) -> list[dict]:
     return [json.loads(line) for line in (run / "ledger.jsonl").read_text().splitlines() if line.strip()]
 
 
-def test_sigkilled_sweep_resumes_without_losing_or_double_counting(ray_session, tmp_path) -> None:
-    config = {**SMALL, "name": "killed", "max_epochs": 9, "num_samples": 6}
-    path = tmp_path / "c.yaml"
+def _killed_run(tmp_path: Path, name: str, ended: int = 2) -> Path:
+    """A real sweep driven by the CLI, SIGKILLed (driver and its Ray) once ``ended`` trials ended."""
+    config = {**SMALL, "name": name, "max_epochs": 9, "num_samples": 6}
+    path = tmp_path / f"{name}.yaml"
     path.write_text(yaml.safe_dump(config))
-    run = tmp_path / "run"
+    run = tmp_path / name
     driver = subprocess.Popen(
         [sys.executable, "-m", "costtune.cli", "sweep", str(path), "--output", str(run), "--no-progress"],
         cwd=REPO,
@@ -40,11 +44,37 @@ def test_sigkilled_sweep_resumes_without_losing_or_double_counting(ray_session, 
     )
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline:
-        if (run / "ledger.jsonl").exists() and sum(e["event"] == "end" for e in _events(run)) >= 2:
+        if (run / "ledger.jsonl").exists() and sum(e["event"] == "end" for e in _events(run)) >= ended:
             break
         time.sleep(0.2)
     os.killpg(driver.pid, signal.SIGKILL)  # the driver and the Ray instance it started
     driver.wait()
+    _wait_for_session_to_die(driver.pid)
+    return run
+
+
+def _wait_for_session_to_die(sid: int, timeout: float = 30.0) -> None:
+    """Ray's trial workers run in process groups of their own and outlive a killed driver by
+    a second or two (still writing checkpoints): wait until no live process of the session is left."""
+
+    def alive() -> list[int]:
+        pids = []
+        for stat in Path("/proc").glob("[0-9]*/stat"):
+            try:
+                fields = stat.read_text().rpartition(")")[2].split()
+            except OSError:
+                continue
+            if int(fields[3]) == sid and fields[0] != "Z":
+                pids.append(int(stat.parent.name))
+        return pids
+
+    deadline = time.monotonic() + timeout
+    while alive() and time.monotonic() < deadline:
+        time.sleep(0.2)
+
+
+def test_sigkilled_sweep_resumes_without_losing_or_double_counting(ray_session, tmp_path) -> None:
+    run = _killed_run(tmp_path, "killed")
     before = _events(run)
     ended_before = {e["trial_id"] for e in before if e["event"] == "end"}
     assert ended_before, "the sweep was killed before any trial ended"
@@ -77,3 +107,83 @@ def test_sigkilled_sweep_resumes_without_losing_or_double_counting(ray_session, 
     assert frame["seconds"].sum() == pytest.approx(sum(increments))  # every epoch charged once
     assert result.summary["total_cost_usd"] == pytest.approx(frame["cost_usd"].sum())
     assert json.loads((run / "summary.json").read_text())["trials"] == len(frame)
+
+
+def _digest(run: Path) -> dict[str, str]:
+    return {
+        str(p.relative_to(run)): hashlib.sha256(p.read_bytes()).hexdigest()
+        for p in sorted(run.rglob("*"))
+        if p.is_file() and p.name != ".costtune.lock"
+    }
+
+
+def test_a_copied_or_moved_run_resumes_into_itself_and_leaves_the_original_untouched(
+    ray_session, tmp_path
+) -> None:
+    original = _killed_run(tmp_path, "original")
+    copy, moved = tmp_path / "copy", tmp_path / "moved"
+    shutil.copytree(original, copy, symlinks=True)
+    untouched = _digest(original)
+    ledger_before = _events(copy)
+
+    result = resume_sweep(copy)  # Tune restores callbacks pickled with the original's paths
+
+    assert _digest(original) == untouched  # not one byte written into the original
+    assert result.output_dir == copy
+    assert _events(copy)[: len(ledger_before)] == ledger_before
+    summary = json.loads((copy / "summary.json").read_text())
+    assert summary["output_dir"] == str(copy)
+    frame = result.trials
+    assert (frame["stop_reason"] != "interrupted").sum() == 6  # the copy finished its sweep
+    # every trial's checkpoints, new trials' included, lie in the copy
+    trial_dirs = {p.name.split("_")[2] for p in (copy / "ray").iterdir() if p.is_dir()}
+    assert set(frame["trial_id"]) - {t for t in frame["trial_id"] if t in trial_dirs} <= set(
+        frame.loc[frame["stop_reason"] == "interrupted", "trial_id"]
+    )
+
+    shutil.move(original, moved)
+    done = subprocess.run(
+        [sys.executable, "-m", "costtune.cli", "sweep", "--resume", str(moved), "--no-progress"],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        env={**os.environ, "RAY_AUTH_MODE": "disabled"},
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "Traceback" not in done.stdout + done.stderr
+    assert not original.exists()  # the old path is not recreated
+    moved_frame = pd.read_csv(moved / "trials.csv")
+    assert (moved_frame["stop_reason"] != "interrupted").sum() == 6
+    assert all(str(original) not in line for line in (moved / "ledger.jsonl").read_text().splitlines())
+
+
+def test_a_resume_survives_checkpoints_that_vanished_after_tunes_last_snapshot(
+    ray_session, tmp_path, capfd
+) -> None:
+    """Tune's snapshot lags the run: it may name checkpoints that are gone (deleted by
+    num_to_keep, or never finished by a killed worker). The worst case, forced here: every
+    checkpoint of the unfinished trials is gone; they resume from the start."""
+    run = _killed_run(tmp_path, "vanished")
+    ended = {e["trial_id"] for e in _events(run) if e["event"] == "end"}
+    removed = []
+    for trial_dir in (run / "ray").iterdir():
+        if trial_dir.is_dir() and trial_dir.name.split("_")[2] not in ended:
+            for checkpoint in trial_dir.glob("checkpoint_*"):
+                shutil.rmtree(checkpoint)
+                removed.append(checkpoint)
+    assert removed
+    capfd.readouterr()
+
+    result = resume_sweep(run)
+
+    output = "".join(capfd.readouterr())
+    assert "Traceback" not in output
+    assert "Could not recover from checkpoint" not in output
+    frame = result.trials.set_index("trial_id")
+    assert "error" not in set(frame["stop_reason"])
+    assert (frame["stop_reason"] != "interrupted").sum() == 6
+    events = _events(run)
+    for trial_id in frame.index:
+        epochs = sorted({e["epoch"] for e in events if e["event"] == "result" and e["trial_id"] == trial_id})
+        assert epochs == list(range(1, frame.loc[trial_id, "epochs"] + 1))

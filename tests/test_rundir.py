@@ -42,7 +42,9 @@ def test_a_directory_with_the_users_files_is_refused_and_left_untouched(tmp_path
     mine.mkdir()
     (mine / "summary.json").write_text('{"mine": true}')
     (mine / "trials.csv").write_text("a,b\n1,2\n")
-    with pytest.raises(ConfigError, match=r"^output: .* is not empty and holds no costtune run \(2 entries\)"):
+    with pytest.raises(
+        ConfigError, match=r"^output: .* is not empty and holds no costtune run \(2 entries\)"
+    ):
         claim_new(mine)
     assert (mine / "summary.json").read_text() == '{"mine": true}'
     config = tmp_path / "sweep.yaml"
@@ -50,7 +52,10 @@ def test_a_directory_with_the_users_files_is_refused_and_left_untouched(tmp_path
     result = CliRunner().invoke(main, ["sweep", str(config), "--output", str(mine), "--no-progress"])
     assert result.exit_code == 2 and result.output.count("\n") == 1, result.output
     assert "is not empty and holds no costtune run" in result.output
-    assert sorted(p.name for p in mine.iterdir() if not p.name.startswith(".")) == ["summary.json", "trials.csv"]
+    assert sorted(p.name for p in mine.iterdir() if not p.name.startswith(".")) == [
+        "summary.json",
+        "trials.csv",
+    ]
     assert (mine / "trials.csv").read_text() == "a,b\n1,2\n"
 
 

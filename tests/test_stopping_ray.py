@@ -140,7 +140,11 @@ def test_cost_aware_pbt_exploits_and_conserves_metered_cost(ray_session, tmp_pat
                 "batch_size": {"type": "choice", "values": [32, 64, 128]},
             },
             "searcher": {"type": "random"},
-            "scheduler": {"type": "pbt", "perturbation_interval": 2, "quantile_fraction": 0.5},  # half exploits: robust to start order
+            "scheduler": {
+                "type": "pbt",
+                "perturbation_interval": 2,
+                "quantile_fraction": 0.5,
+            },  # half exploits: robust to start order
         }
     )
     result = run_sweep(config, tmp_path / "run")

@@ -178,4 +178,3 @@ class AsyncHyperband:
             {int(at): Rung((t, RungEntry(*e)) for t, e in rung.items()) for at, rung in b.items()}
             for b in state["rungs"]
         ]
-

@@ -10,6 +10,7 @@ from typing import Any
 from ray.tune import Callback
 
 from costtune.ledger import Ledger
+from costtune.rundir import relocated
 from costtune.schedulers.hyperband import trial_devices
 
 #: Fields Ray fills in every result; everything else numeric is the user's metric.
@@ -67,6 +68,8 @@ class LedgerCallback(Callback):
         # the log, so that a resumed sweep continues the ledger instead of forgetting it.
         self.__dict__.update(state)
         self.ledger = self.ledger.reloaded()
+        if self.tables_dir is not None:
+            self.tables_dir = relocated(Path(self.tables_dir), is_run_dir=True)
 
     def on_trial_result(self, iteration: int, trials: list, trial: Any, result: dict, **info: Any) -> None:
         kind, devices = trial_devices(trial)
@@ -127,3 +130,46 @@ class LedgerCallback(Callback):
     def on_experiment_end(self, trials: list, **info: Any) -> None:
         if self.tables_dir is not None:
             self.ledger.write_tables(self.tables_dir)
+
+
+class ForgetVanishedCheckpoints(Callback):
+    """After a resume, forget the checkpoints Tune's restored state tracks but that are gone.
+
+    Tune's experiment snapshot lags the run by a few seconds. A driver killed in between
+    leaves a snapshot that lists checkpoints ``num_to_keep`` has since deleted (Tune would
+    delete them again at the next checkpoint and print a ``FileNotFoundError`` traceback for
+    each), or names as a trial's latest a checkpoint its worker never finished writing (the
+    trial would fail with "Could not recover from checkpoint"). Once, at the first step after
+    a restore, each trial's tracked checkpoints are cut to what exists on disk, and one whose
+    latest is gone resumes from its newest existing checkpoint, or from the start.
+    """
+
+    def __init__(self) -> None:
+        self._restored = False
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
+        self._restored = True
+
+    def on_step_begin(self, iteration: int, trials: list, **info: Any) -> None:
+        if not self._restored:
+            return
+        self._restored = False
+        for trial in trials:
+            manager = trial.run_metadata.checkpoint_manager
+            tracked = list(getattr(manager, "_checkpoint_results", None) or ())  # Ray 2.60's private list
+            latest = manager.latest_checkpoint_result
+            if not tracked and latest is None:
+                continue
+            kept = [r for r in tracked if _exists(r.checkpoint)]
+            if len(kept) != len(tracked):
+                manager._checkpoint_results = kept
+            if latest is not None and not _exists(latest.checkpoint):
+                newest = [r for r in kept if r is not latest]
+                manager._latest_checkpoint_result = newest[-1] if newest else None
+
+
+def _exists(checkpoint: Any) -> bool:
+    from ray.train._internal.storage import _exists_at_fs_path
+
+    return bool(_exists_at_fs_path(checkpoint.filesystem, checkpoint.path))

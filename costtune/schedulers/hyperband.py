@@ -23,6 +23,7 @@ from costtune.cost import CostModel, devices_from_resources
 from costtune.errors import ConfigError
 from costtune.ledger import write_json_atomic
 from costtune.policy import AsyncHyperband, Decision, PromotionRule, StopReason
+from costtune.rundir import relocated
 from costtune.schedulers.governed import GovernedMixin
 
 if TYPE_CHECKING:
@@ -160,6 +161,8 @@ class CostAwareHyperBand(GovernedMixin, FIFOScheduler):
 
     def __setstate__(self, state: dict[str, Any]) -> None:
         self.__dict__.update(state)
+        if self.state_path is not None:
+            self.state_path = str(relocated(Path(self.state_path)))
         if self.state_path is not None and Path(self.state_path).exists():
             # the rung state only: metric and mode are set again by Tune on restore
             self.policy.load_state_dict(json.loads(Path(self.state_path).read_text())["policy"])

@@ -99,6 +99,7 @@ def test_pbt_prices_members_from_the_configured_time_field() -> None:
         cost_model=CostModel(accelerator="A100"),
         seconds_field="sim_seconds",
     )
+
     class Trial(SimpleNamespace):
         __hash__ = object.__hash__
 
