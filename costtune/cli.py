@@ -1,12 +1,14 @@
 """The ``costtune`` command: a thin shell over the Python API.
 
-Exit codes: 0 success, 1 a sweep ran but failed, 2 invalid input (nothing was started).
+Exit codes: 0 success, 1 a sweep ran but failed, 2 invalid input (nothing was started),
+130 interrupted by Ctrl-C (continue with ``costtune sweep --resume RUN_DIR``).
 """
 
 from __future__ import annotations
 
 import contextlib
 import json
+import shlex
 import sys
 import warnings
 from pathlib import Path
@@ -18,6 +20,7 @@ from costtune.errors import ConfigError, CosttuneError
 
 EXIT_FAILED = 1
 EXIT_USAGE = 2
+EXIT_INTERRUPTED = 130  # 128 + SIGINT, as a shell reports Ctrl-C
 
 
 _ALLOW_PATH = click.option(
@@ -106,6 +109,7 @@ def sweep(
         except ConfigError as exc:
             _fail(str(exc), EXIT_USAGE)
         print_report(resumed.trials, resumed.summary)
+        _exit_if_interrupted(resumed)
         return
     if config is None:
         _fail("sweep: give a CONFIG file, or --resume RUN_DIR", EXIT_USAGE)
@@ -130,6 +134,17 @@ def sweep(
     except CosttuneError as exc:
         _fail(str(exc), EXIT_FAILED)
     print_report(result.trials, result.summary)
+    _exit_if_interrupted(result)
+
+
+def _exit_if_interrupted(result: Any) -> None:
+    if result.interrupted:
+        click.echo(
+            "costtune: interrupted; the running trials are paused at their last checkpoint. "
+            f"Continue with: costtune sweep --resume {shlex.quote(str(result.output_dir))}",
+            err=True,
+        )
+        sys.exit(EXIT_INTERRUPTED)
 
 
 @main.command()

@@ -5,14 +5,19 @@
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import itertools
 import json
+import logging
 import os
+import signal
+import socket
 import sys
+import threading
 import time
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -49,6 +54,9 @@ class SweepResult:
     ledger: Ledger
     summary: dict[str, Any]
     wall_seconds: float
+    #: stopped by Ctrl-C (SIGINT): the trials that were running are ``PAUSED`` and
+    #: ``resume_sweep(output_dir)`` continues them from their last checkpoints
+    interrupted: bool = False
 
     @property
     def trials(self) -> pd.DataFrame:
@@ -293,11 +301,19 @@ def trial_resources(config: SweepConfig) -> dict[str, float]:
 
 def _fit_and_write(tuner: Any, config: SweepConfig, ledger: Ledger, out: Path) -> SweepResult:
     started = time.perf_counter()
-    tuner.fit()
+    with _watch_interrupts() as interrupted, _quiet_ray_restore_hint():
+        tuner.fit()
+        was_interrupted = interrupted()
     wall = time.perf_counter() - started
     ledger = ledger.reloaded()  # the log on disk is the record, also across resumes
     for record in list(ledger.trials.values()):
-        if record.status == "RUNNING":
+        if record.status != "RUNNING":
+            continue
+        if was_interrupted:
+            # Ctrl-C: Tune's last snapshot holds it as running, and a resume continues it
+            # from its last checkpoint. Shown as paused; nothing is written to the log.
+            record.status, record.stop_reason = "PAUSED", StopReason.INTERRUPTED.value
+        else:
             # Tune finished without it: it started after the last experiment snapshot of a
             # killed driver, so a resume could not see it. What it ran stays charged.
             ledger.end(record.trial_id, status="TERMINATED", stop_reason=StopReason.INTERRUPTED.value)
@@ -308,7 +324,52 @@ def _fit_and_write(tuner: Any, config: SweepConfig, ledger: Ledger, out: Path) -
         log_to_mlflow(
             ledger, out, config.tracking.mlflow.experiment or config.name, config.tracking.mlflow.tracking_uri
         )
-    return SweepResult(output_dir=out, ledger=ledger, summary=summary, wall_seconds=wall)
+    return SweepResult(
+        output_dir=out, ledger=ledger, summary=summary, wall_seconds=wall, interrupted=was_interrupted
+    )
+
+
+@contextlib.contextmanager
+def _watch_interrupts() -> Iterator[Callable[[], bool]]:
+    """Whether a SIGINT arrived while inside: Tune catches Ctrl-C itself, ends the run
+    cleanly and returns as if it had finished. Python writes every caught signal's number to
+    the wakeup fd, whatever handler Tune installed (main thread only; elsewhere: never)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield lambda: False
+        return
+    reader, writer = socket.socketpair()
+    reader.setblocking(False)
+    writer.setblocking(False)
+    previous = signal.set_wakeup_fd(writer.fileno(), warn_on_full_buffer=False)
+    seen: set[int] = set()
+
+    def interrupted() -> bool:
+        with contextlib.suppress(BlockingIOError):
+            while chunk := reader.recv(4096):
+                seen.update(chunk)
+        return int(signal.SIGINT) in seen
+
+    try:
+        yield interrupted
+    finally:
+        signal.set_wakeup_fd(previous)
+        reader.close()
+        writer.close()
+
+
+class _DropRayRestoreHint(logging.Filter):
+    def filter(self, record: logging.LogRecord) -> bool:
+        return "Tuner.restore(" not in record.getMessage()  # costtune's own hint replaces it
+
+
+@contextlib.contextmanager
+def _quiet_ray_restore_hint() -> Iterator[None]:
+    logger, hint = logging.getLogger("ray.tune.tune"), _DropRayRestoreHint()
+    logger.addFilter(hint)
+    try:
+        yield
+    finally:
+        logger.removeFilter(hint)
 
 
 def resume_sweep(

@@ -187,3 +187,57 @@ def test_a_resume_survives_checkpoints_that_vanished_after_tunes_last_snapshot(
     for trial_id in frame.index:
         epochs = sorted({e["epoch"] for e in events if e["event"] == "result" and e["trial_id"] == trial_id})
         assert epochs == list(range(1, frame.loc[trial_id, "epochs"] + 1))
+
+
+def test_ctrl_c_exits_130_with_costtune_hint_and_resume_continues_the_paused_trials(
+    ray_session, tmp_path
+) -> None:
+    config = {**SMALL, "name": "ctrlc", "max_epochs": 9, "num_samples": 6}
+    path = tmp_path / "ctrlc.yaml"
+    path.write_text(yaml.safe_dump(config))
+    run = tmp_path / "ctrlc"
+    driver = subprocess.Popen(
+        [sys.executable, "-m", "costtune.cli", "sweep", str(path), "--output", str(run), "--no-progress"],
+        cwd=REPO,
+        start_new_session=True,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "RAY_AUTH_MODE": "disabled"},
+    )
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:
+        if (run / "ledger.jsonl").exists() and sum(e["event"] == "end" for e in _events(run)) >= 2:
+            break
+        time.sleep(0.2)
+    driver.send_signal(signal.SIGINT)  # Ctrl-C: the terminal signals the driver
+    stdout, stderr = driver.communicate(timeout=120)
+    _wait_for_session_to_die(driver.pid)
+
+    assert driver.returncode == 130, stderr[-2000:]
+    assert f"costtune sweep --resume {run}" in stderr.splitlines()[-1]
+    assert "Tuner.restore" not in stdout + stderr
+    table = pd.read_csv(run / "trials.csv")
+    paused = set(table.loc[table["status"] == "PAUSED", "trial_id"])
+    assert paused, "nothing was running at the interruption"
+    assert set(table.loc[table["status"] == "PAUSED", "stop_reason"]) == {"interrupted"}
+    before = _events(run)
+    assert not any(e["event"] == "end" and e["trial_id"] in paused for e in before)  # not closed in the log
+
+    result = resume_sweep(run)
+
+    assert not result.interrupted
+    frame = result.trials.set_index("trial_id")
+    assert "interrupted" not in set(frame["stop_reason"])  # every paused trial was continued
+    assert (frame.loc[sorted(paused), "status"] == "TERMINATED").all()
+    after = _events(run)
+    assert after[: len(before)] == before
+    for trial_id in paused:
+        ran = [e["epoch"] for e in before if e["event"] == "result" and e["trial_id"] == trial_id]
+        resumed = [
+            e["epoch"] for e in after[len(before) :] if e["event"] == "result" and e["trial_id"] == trial_id
+        ]
+        assert resumed, f"{trial_id} was not continued"
+        # from its last checkpoint (at most the epoch in flight at Ctrl-C again), not from scratch
+        assert max(ran) - 1 <= resumed[0] - 1 <= max(ran)
+        assert sorted(set(ran + resumed)) == list(range(1, resumed[-1] + 1))
