@@ -108,6 +108,8 @@ def sweep(
             resumed = resume_sweep(resume_dir, progress=not no_progress, ray_address=address)
         except ConfigError as exc:
             _fail(str(exc), EXIT_USAGE)
+        except CosttuneError as exc:
+            _fail(str(exc), EXIT_FAILED)
         print_report(resumed.trials, resumed.summary)
         _exit_if_interrupted(resumed)
         return

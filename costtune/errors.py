@@ -16,3 +16,14 @@ class ConfigError(CosttuneError):
 
 class BudgetExceeded(CosttuneError):
     """A sweep or trial would spend more than it is allowed to."""
+
+
+class SweepFailed(CosttuneError):
+    """A sweep started but could not do its job: every trial failed, or Ray Tune stopped it.
+
+    The message is one line; ``result`` is what was metered before (also on disk).
+    """
+
+    def __init__(self, message: str, result: object | None = None) -> None:
+        super().__init__(message)
+        self.result = result

@@ -5,12 +5,14 @@
 
 from __future__ import annotations
 
+import ast
 import contextlib
 import importlib
 import itertools
 import json
 import logging
 import os
+import re
 import signal
 import socket
 import sys
@@ -26,7 +28,7 @@ import pandas as pd
 import yaml
 
 from costtune.config import SweepConfig, load_config
-from costtune.errors import ConfigError, CosttuneError
+from costtune.errors import ConfigError, CosttuneError, SweepFailed
 from costtune.estimate import estimate
 from costtune.gate import GateFailed, GateResult, check
 from costtune.idle import GpuSampler, IdleGpuStopper, NvmlSampler, NvmlUnavailable
@@ -301,15 +303,22 @@ def trial_resources(config: SweepConfig) -> dict[str, float]:
 
 def _fit_and_write(tuner: Any, config: SweepConfig, ledger: Ledger, out: Path) -> SweepResult:
     started = time.perf_counter()
-    with _watch_interrupts() as interrupted, _quiet_ray_restore_hint():
-        tuner.fit()
+    failure: str | None = None
+    was_interrupted = False
+    with _watch_interrupts() as interrupted, _quiet_ray_logs():
+        try:
+            tuner.fit()
+        except Exception as exc:  # Tune gave up (a result it rejects, a broken searcher, ...)
+            failure = _tune_failure(exc, config)
         was_interrupted = interrupted()
     wall = time.perf_counter() - started
     ledger = ledger.reloaded()  # the log on disk is the record, also across resumes
     for record in list(ledger.trials.values()):
         if record.status != "RUNNING":
             continue
-        if was_interrupted:
+        if failure is not None:
+            ledger.end(record.trial_id, status="ERROR", stop_reason=StopReason.ERROR.value)
+        elif was_interrupted:
             # Ctrl-C: Tune's last snapshot holds it as running, and a resume continues it
             # from its last checkpoint. Shown as paused; nothing is written to the log.
             record.status, record.stop_reason = "PAUSED", StopReason.INTERRUPTED.value
@@ -324,9 +333,61 @@ def _fit_and_write(tuner: Any, config: SweepConfig, ledger: Ledger, out: Path) -
         log_to_mlflow(
             ledger, out, config.tracking.mlflow.experiment or config.name, config.tracking.mlflow.tracking_uri
         )
-    return SweepResult(
+    result = SweepResult(
         output_dir=out, ledger=ledger, summary=summary, wall_seconds=wall, interrupted=was_interrupted
     )
+    records = list(ledger.trials.values())
+    if failure is None and records and all(r.status == "ERROR" for r in records) and not was_interrupted:
+        failure = f"every trial failed ({len(records)} of {len(records)}): {_first_trial_error(out)}"
+    if failure is not None:
+        raise SweepFailed(failure, result)
+    return result
+
+
+def _tune_failure(exc: BaseException, config: SweepConfig) -> str:
+    """One line for an error that ended ``Tuner.fit`` (Tune's own is a whole traceback)."""
+    text = str(exc)
+    if "did not include the specified metric" in text:
+        reported = re.search(r"Result: (\{.*\})", text)
+        keys: list[str] = []
+        if reported is not None:
+            with contextlib.suppress(ValueError, SyntaxError):
+                keys = [
+                    k
+                    for k in ast.literal_eval(reported.group(1))
+                    if not k.startswith("config/") and k not in _RAY_RESULT_FIELDS
+                ]
+        return (
+            f"metric: the trainable's first result has no {config.metric!r} "
+            f"(it reported: {', '.join(keys) or 'nothing of its own'}); report it with "
+            f"ray.tune.report({{{config.metric!r}: ...}}) or set metric: to one it reports"
+        )
+    lines = [line.strip() for line in text.splitlines() if line.strip()]
+    return f"Ray Tune stopped the sweep: {lines[-1] if lines else type(exc).__name__}"
+
+
+_RAY_RESULT_FIELDS = frozenset(
+    {
+        "timestamp", "checkpoint_dir_name", "done", "training_iteration", "trial_id", "date",
+        "time_this_iter_s", "time_total_s", "pid", "hostname", "node_ip", "time_since_restore",
+        "iterations_since_restore", "should_checkpoint",
+    }
+)  # fmt: skip
+
+
+def _first_trial_error(out: Path) -> str:
+    """The first failed trial's error, from Ray's ``error.txt``: the exception and where it rose."""
+    files = sorted((out / EXPERIMENT_NAME).glob("*/error.txt"), key=lambda p: p.stat().st_mtime)
+    if not files:
+        return "no error was recorded"
+    lines = [line.rstrip() for line in files[0].read_text(errors="replace").splitlines() if line.strip()]
+    error = lines[-1].strip() if lines else "unknown error"
+    where = next(
+        (m for line in reversed(lines) if (m := re.match(r'\s*File "(.+)", line (\d+), in (\S+)', line))),
+        None,
+    )
+    at = f" at {where.group(1)}:{where.group(2)} in {where.group(3)}" if where else ""
+    return f"{error}{at} (details: {files[0]})"
 
 
 @contextlib.contextmanager
@@ -357,19 +418,36 @@ def _watch_interrupts() -> Iterator[Callable[[], bool]]:
         writer.close()
 
 
-class _DropRayRestoreHint(logging.Filter):
+class _RayLogsInOneLine(logging.Filter):
+    """Tune's log, with costtune's own lines where it has them: no restore hint for the Python
+    API (costtune prints its own), and a failed trial in one line instead of a traceback
+    (the whole traceback stays in the trial's ``error.txt``)."""
+
     def filter(self, record: logging.LogRecord) -> bool:
-        return "Tuner.restore(" not in record.getMessage()  # costtune's own hint replaces it
+        message = record.getMessage()
+        if "Tuner.restore(" in message or message.startswith("Trials did not complete"):
+            return False
+        if message.startswith("Trial task failed") and record.exc_info:
+            error = record.exc_info[1]
+            lines = [line.strip() for line in str(error).splitlines() if line.strip()]
+            record.msg = f"{message}: {lines[-1] if lines else type(error).__name__}"
+            record.args = ()
+            record.exc_info = None
+            record.exc_text = None
+        return True
 
 
 @contextlib.contextmanager
-def _quiet_ray_restore_hint() -> Iterator[None]:
-    logger, hint = logging.getLogger("ray.tune.tune"), _DropRayRestoreHint()
-    logger.addFilter(hint)
+def _quiet_ray_logs() -> Iterator[None]:
+    loggers = [logging.getLogger(name) for name in ("ray.tune.tune", "ray.tune.execution.tune_controller")]
+    one_line = _RayLogsInOneLine()
+    for logger in loggers:
+        logger.addFilter(one_line)
     try:
         yield
     finally:
-        logger.removeFilter(hint)
+        for logger in loggers:
+            logger.removeFilter(one_line)
 
 
 def resume_sweep(

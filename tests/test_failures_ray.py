@@ -5,7 +5,9 @@ from __future__ import annotations
 import pytest
 
 from costtune.config import parse_config
+from costtune.errors import SweepFailed
 from costtune.sweep import run_sweep
+from tests.conftest import REPO
 
 pytestmark = pytest.mark.ray
 
@@ -36,3 +38,68 @@ def test_raising_and_nan_trials_end_with_their_reason_and_cost(ray_session, tmp_
     assert frame.loc[0.9, "stop_reason"] == "nan_metric" and frame.loc[0.9, "epochs"] == 3
     assert frame.loc[0.5, "stop_reason"] == "completed" and frame.loc[0.5, "epochs"] == 6
     assert result.summary["total_cost_usd"] == pytest.approx(frame["cost_usd"].sum())
+
+
+def _one_trial_per_value(trainable: str, metric: str) -> dict:
+    return {
+        "name": "broken",
+        "trainable": {"name": f"tests.user_trainables:{trainable}"},
+        "metric": metric,
+        "max_epochs": 6,
+        "num_samples": 2,
+        "search_space": {"x": {"type": "uniform", "low": 0.0, "high": 1.0}},
+        "searcher": {"type": "random"},
+        "scheduler": {"type": "fifo"},
+    }
+
+
+def test_a_metric_the_trainable_never_reports_stops_the_sweep_with_one_line(ray_session, tmp_path) -> None:
+    with pytest.raises(SweepFailed) as failed:
+        run_sweep(parse_config(_one_trial_per_value("reports_another_metric", "val_loss")), tmp_path / "run")
+    message = str(failed.value)
+    assert "\n" not in message
+    assert message.startswith("metric: ") and "'val_loss'" in message
+    assert "loss, accuracy" in message  # what it did report, to pick from
+    assert (tmp_path / "run" / "summary.json").is_file()  # the books are written all the same
+
+
+def test_every_trial_failing_is_a_failure_with_the_first_error_in_one_line(ray_session, tmp_path) -> None:
+    with pytest.raises(SweepFailed) as failed:
+        run_sweep(parse_config(_one_trial_per_value("always_raises", "loss")), tmp_path / "run")
+    message = str(failed.value)
+    assert "\n" not in message
+    assert message.startswith("every trial failed (2 of 2): FileNotFoundError: no such shard")
+    assert "user_trainables.py" in message and "in always_raises" in message
+    result = failed.value.result
+    assert result is not None and set(result.trials["status"]) == {"ERROR"}
+
+
+def test_cli_exits_1_on_a_failed_sweep_with_no_traceback(tmp_path) -> None:
+    import subprocess
+    import sys
+
+    import yaml
+
+    config = tmp_path / "broken.yaml"
+    config.write_text(yaml.safe_dump(_one_trial_per_value("always_raises", "loss")))
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "costtune.cli",
+            "sweep",
+            str(config),
+            "--output",
+            str(tmp_path / "run"),
+            "--no-progress",
+        ],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 1
+    assert "Traceback" not in done.stdout + done.stderr
+    assert done.stderr.splitlines()[-1].startswith(
+        "costtune: error: every trial failed (2 of 2): FileNotFoundError"
+    )

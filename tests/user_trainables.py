@@ -61,3 +61,14 @@ def checkpointed_steps(config: dict) -> None:
             with open(os.path.join(d, "epoch.json"), "w") as fh:
                 json.dump({"epoch": epoch}, fh)
             tune.report({"loss": 1.0 / epoch + config["x"]}, checkpoint=tune.Checkpoint.from_directory(d))
+
+
+def reports_another_metric(config: dict) -> None:
+    """Reports ``loss`` only: a config that asks for ``val_loss`` can never rank it."""
+    for epoch in range(1, int(config["max_epochs"]) + 1):
+        tune.report({"loss": 1.0 / epoch, "accuracy": 0.5})
+
+
+def always_raises(config: dict) -> None:
+    """A broken data path: every trial fails before its first epoch."""
+    raise FileNotFoundError("no such shard: /data/train-00007.tar")
