@@ -9,6 +9,8 @@ line it was writing (a torn last line is skipped on load).
 
 from __future__ import annotations
 
+import contextlib
+import errno
 import json
 import math
 import os
@@ -23,8 +25,21 @@ from typing import Any
 import pandas as pd
 
 from costtune.cost import CostModel, device_hours, improvement, roi
+from costtune.errors import CosttuneError
 
 LEDGER_FILE = "ledger.jsonl"
+
+
+class LedgerWriteError(CosttuneError):
+    """The ledger could not be written (a full disk, a lost mount): the sweep must stop,
+    since what is not in the ledger is not metered. Every line written before is kept whole."""
+
+
+def _write_error(path: Path, cause: OSError) -> LedgerWriteError:
+    where = "the disk holding it is full" if cause.errno == errno.ENOSPC else cause.strerror
+    return LedgerWriteError(
+        f"ledger: cannot write {path}: {where}; the sweep stopped, every line before is kept"
+    )
 
 
 class LedgerWarning(UserWarning):
@@ -199,11 +214,25 @@ class Ledger:
     def _write(self, event: Mapping[str, Any]) -> None:
         if self._path is None:
             return
-        self._path.parent.mkdir(parents=True, exist_ok=True)
-        with self._path.open("a", encoding="utf-8") as fh:
-            fh.write(json.dumps(event, allow_nan=False) + "\n")
-            fh.flush()
-            os.fsync(fh.fileno())  # a line written is a line kept, whatever happens next
+        line = (json.dumps(event, allow_nan=False) + "\n").encode()
+        try:
+            self._path.parent.mkdir(parents=True, exist_ok=True)
+            fd = os.open(self._path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        except OSError as exc:
+            raise _write_error(self._path, exc) from None
+        try:
+            kept = os.fstat(fd).st_size
+            try:
+                written = os.write(fd, line)
+                if written != len(line):  # a short write: the disk filled mid-line
+                    raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+                os.fsync(fd)  # a line written is a line kept, whatever happens next
+            except OSError as exc:
+                with contextlib.suppress(OSError):
+                    os.ftruncate(fd, kept)  # never leave half a line behind
+                raise _write_error(self._path, exc) from None
+        finally:
+            os.close(fd)
 
     def _apply(self, event: Mapping[str, Any]) -> TrialRecord:
         trial_id = event["trial_id"]

@@ -61,6 +61,9 @@ def claim_new(directory: Path) -> RunLock:
         directory.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
         raise ConfigError(f"output: cannot create {directory}: {exc.strerror}") from None
+    full = disk_full(directory)
+    if full is not None:
+        raise ConfigError(f"output: {full}; nothing was started")
     lock = _lock(directory, "output")
     entries = [p.name for p in directory.iterdir() if p.name != LOCK_FILE]
     if any(name in RUN_MARKERS for name in entries):
@@ -132,3 +135,19 @@ def _rebased_storage_state(self: Any, state: dict[str, Any]) -> None:
         and state.get("trial_dir_name") is None
     ):
         self.storage_fs_path = _resume_dir.as_posix()
+
+
+#: free bytes below which a run directory's disk counts as full (a ledger line, a checkpoint)
+DISK_RESERVE_BYTES = 64 << 10
+
+
+def disk_full(directory: Path, reserve: int = DISK_RESERVE_BYTES) -> str | None:
+    """One line if the filesystem holding ``directory`` has under ``reserve`` bytes free."""
+    try:
+        stat = os.statvfs(directory)
+    except OSError:
+        return None
+    free = stat.f_bavail * stat.f_frsize
+    if free >= reserve:
+        return None
+    return f"disk full: the filesystem holding {directory} has {free} bytes free"

@@ -32,7 +32,14 @@ from costtune.errors import ConfigError, CosttuneError, SweepFailed
 from costtune.estimate import estimate
 from costtune.gate import GateFailed, GateResult, check
 from costtune.idle import GpuSampler, IdleGpuStopper, NvmlSampler, NvmlUnavailable
-from costtune.ledger import LEDGER_FILE, Ledger, LedgerWarning, repair_tail, write_json_atomic
+from costtune.ledger import (
+    LEDGER_FILE,
+    Ledger,
+    LedgerWarning,
+    LedgerWriteError,
+    repair_tail,
+    write_json_atomic,
+)
 from costtune.policy import (
     Governor,
     MarginalRoiStopping,
@@ -44,7 +51,7 @@ from costtune.policy import (
     SweepProgress,
 )
 from costtune.run import ledger_spec, load_run_config
-from costtune.rundir import EXPERIMENT_NAME, LOCK_FILE, claim_existing, claim_new, resuming
+from costtune.rundir import EXPERIMENT_NAME, LOCK_FILE, claim_existing, claim_new, disk_full, resuming
 from costtune.trainables import BUILTIN_TRAINABLES
 
 
@@ -305,9 +312,13 @@ def _fit_and_write(tuner: Any, config: SweepConfig, ledger: Ledger, out: Path) -
     started = time.perf_counter()
     failure: str | None = None
     was_interrupted = False
+    ledger_writable = True
     with _watch_interrupts() as interrupted, _quiet_ray_logs():
         try:
             tuner.fit()
+        except LedgerWriteError as exc:  # the books cannot be kept (a full disk): stop here
+            failure = str(exc)
+            ledger_writable = False
         except Exception as exc:  # Tune gave up (a result it rejects, a broken searcher, ...)
             failure = _tune_failure(exc, config)
         was_interrupted = interrupted()
@@ -317,7 +328,10 @@ def _fit_and_write(tuner: Any, config: SweepConfig, ledger: Ledger, out: Path) -
         if record.status != "RUNNING":
             continue
         if failure is not None:
-            ledger.end(record.trial_id, status="ERROR", stop_reason=StopReason.ERROR.value)
+            if ledger_writable:
+                ledger.end(record.trial_id, status="ERROR", stop_reason=StopReason.ERROR.value)
+            else:
+                record.status, record.stop_reason = "ERROR", StopReason.ERROR.value
         elif was_interrupted:
             # Ctrl-C: Tune's last snapshot holds it as running, and a resume continues it
             # from its last checkpoint. Shown as paused; nothing is written to the log.
@@ -326,8 +340,13 @@ def _fit_and_write(tuner: Any, config: SweepConfig, ledger: Ledger, out: Path) -
             # Tune finished without it: it started after the last experiment snapshot of a
             # killed driver, so a resume could not see it. What it ran stays charged.
             ledger.end(record.trial_id, status="TERMINATED", stop_reason=StopReason.INTERRUPTED.value)
-    summary = ledger.write_tables(out, wall_seconds=wall, output_dir=str(out))
-    if config.tracking.mlflow is not None:
+    try:
+        summary = ledger.write_tables(out, wall_seconds=wall, output_dir=str(out))
+    except OSError as exc:  # the tables are rebuilt from the ledger by `costtune report`
+        if failure is None:
+            failure = f"tables: cannot write to {out}: {exc.strerror}; the ledger is kept"
+        summary = ledger.summary()
+    if config.tracking.mlflow is not None and failure is None:
         from costtune.tracking import log_to_mlflow
 
         log_to_mlflow(
@@ -339,6 +358,9 @@ def _fit_and_write(tuner: Any, config: SweepConfig, ledger: Ledger, out: Path) -
     records = list(ledger.trials.values())
     if failure is None and records and all(r.status == "ERROR" for r in records) and not was_interrupted:
         failure = f"every trial failed ({len(records)} of {len(records)}): {_first_trial_error(out)}"
+    full = disk_full(out)
+    if full is not None and (failure is not None or any(r.status == "ERROR" for r in records)):
+        failure = f"{full}; the sweep stopped, every ledger line written before is kept"
     if failure is not None:
         raise SweepFailed(failure, result)
     return result
@@ -420,26 +442,38 @@ def _watch_interrupts() -> Iterator[Callable[[], bool]]:
 
 class _RayLogsInOneLine(logging.Filter):
     """Tune's log, with costtune's own lines where it has them: no restore hint for the Python
-    API (costtune prints its own), and a failed trial in one line instead of a traceback
-    (the whole traceback stays in the trial's ``error.txt``)."""
+    API (costtune prints its own), and every error in one line instead of a traceback (a
+    failed trial's whole traceback stays in its ``error.txt``)."""
 
     def filter(self, record: logging.LogRecord) -> bool:
         message = record.getMessage()
         if "Tuner.restore(" in message or message.startswith("Trials did not complete"):
             return False
-        if message.startswith("Trial task failed") and record.exc_info:
-            error = record.exc_info[1]
-            lines = [line.strip() for line in str(error).splitlines() if line.strip()]
-            record.msg = f"{message}: {lines[-1] if lines else type(error).__name__}"
+        text = message
+        if record.exc_info and record.exc_info[1] is not None:
+            text = f"{message}\n{record.exc_info[1]}"
+        if text != message or "Traceback (most recent call last)" in message:
+            lines = [line.strip() for line in text.splitlines() if line.strip()]
+            head = lines[0].rstrip(":")
+            record.msg = head if len(lines) == 1 else f"{head}: {lines[-1]}"
             record.args = ()
             record.exc_info = None
             record.exc_text = None
+            record.stack_info = None
         return True
+
+
+_RAY_LOGGERS = (
+    "ray.tune.tune",
+    "ray.tune.execution.tune_controller",
+    "ray.tune.execution.experiment_state",
+    "ray.train._internal.syncer",
+)
 
 
 @contextlib.contextmanager
 def _quiet_ray_logs() -> Iterator[None]:
-    loggers = [logging.getLogger(name) for name in ("ray.tune.tune", "ray.tune.execution.tune_controller")]
+    loggers = [logging.getLogger(name) for name in _RAY_LOGGERS]
     one_line = _RayLogsInOneLine()
     for logger in loggers:
         logger.addFilter(one_line)
@@ -626,6 +660,8 @@ def _prepare_environment() -> None:
     os.environ.setdefault("TUNE_WARN_EXCESSIVE_EXPERIMENT_CHECKPOINT_SYNC_THRESHOLD_S", "0")
     # Snapshot the experiment state often: after a SIGKILL, Tune resumes from the last one.
     os.environ.setdefault("TUNE_GLOBAL_CHECKPOINT_S", "2")
+    # a failed trial is reported once, by Tune and the ledger; not again by Ray's object store
+    os.environ.setdefault("RAY_IGNORE_UNHANDLED_ERRORS", "1")
 
 
 def _ensure_ray(address: str | None, config: SweepConfig) -> None:

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import os
+
 import pytest
 
 from costtune.config import parse_config
-from costtune.errors import SweepFailed
+from costtune.errors import ConfigError, SweepFailed
 from costtune.sweep import run_sweep
-from tests.conftest import REPO
+from tests.conftest import REPO, SMALL
 
 pytestmark = pytest.mark.ray
 
@@ -103,3 +105,41 @@ def test_cli_exits_1_on_a_failed_sweep_with_no_traceback(tmp_path) -> None:
     assert done.stderr.splitlines()[-1].startswith(
         "costtune: error: every trial failed (2 of 2): FileNotFoundError"
     )
+
+
+@pytest.fixture
+def tiny_disk(tmp_path):
+    """A 600 KiB tmpfs: a real full disk, mounted where the tests run as root."""
+    import subprocess
+
+    mount = tmp_path / "tiny"
+    mount.mkdir()
+    if os.geteuid() != 0:
+        pytest.skip("mounting a small tmpfs needs root")
+    done = subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", "size=600k", "tmpfs", str(mount)], capture_output=True
+    )
+    if done.returncode != 0:
+        pytest.skip(f"cannot mount a tmpfs here: {done.stderr.decode().strip()}")
+    try:
+        yield mount
+    finally:
+        subprocess.run(["umount", "-l", str(mount)], check=False)
+
+
+def test_a_full_disk_stops_the_sweep_in_one_line_and_keeps_every_ledger_line(ray_session, tiny_disk) -> None:
+    import json
+
+    config = parse_config({**SMALL, "name": "full", "num_samples": 12})
+    run = tiny_disk / "run"
+    with pytest.raises(SweepFailed) as failed:
+        run_sweep(config, run)
+    message = str(failed.value)
+    assert "\n" not in message
+    assert message.startswith(f"disk full: the filesystem holding {run}")
+    lines = (run / "ledger.jsonl").read_text().splitlines()
+    assert lines and all(json.loads(line)["trial_id"] for line in lines)  # no torn line
+    assert not list(run.glob(".*.tmp"))  # no half-written table left behind
+    # and a new sweep on the full disk is refused before anything starts
+    with pytest.raises(ConfigError, match=r"^output: disk full"):
+        run_sweep(config, tiny_disk / "second")

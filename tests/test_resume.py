@@ -28,7 +28,12 @@ def _events(run: Path) -> list[dict]:
     return [json.loads(line) for line in (run / "ledger.jsonl").read_text().splitlines() if line.strip()]
 
 
-def _killed_run(tmp_path: Path, name: str, ended: int = 2) -> Path:
+def _running_with_epochs(events: list[dict], epochs: int) -> bool:
+    ended = {e["trial_id"] for e in events if e["event"] == "end"}
+    return any(e["event"] == "result" and e["trial_id"] not in ended and e["epoch"] >= epochs for e in events)
+
+
+def _killed_run(tmp_path: Path, name: str, ended: int = 2, running_epochs: int = 0) -> Path:
     """A real sweep driven by the CLI, SIGKILLed (driver and its Ray) once ``ended`` trials ended."""
     config = {**SMALL, "name": name, "max_epochs": 9, "num_samples": 6}
     path = tmp_path / f"{name}.yaml"
@@ -44,9 +49,16 @@ def _killed_run(tmp_path: Path, name: str, ended: int = 2) -> Path:
     )
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline:
-        if (run / "ledger.jsonl").exists() and sum(e["event"] == "end" for e in _events(run)) >= ended:
-            break
-        time.sleep(0.2)
+        if (run / "ledger.jsonl").exists():
+            try:
+                events = _events(run)
+            except json.JSONDecodeError:  # a line being written as we read
+                continue
+            if sum(e["event"] == "end" for e in events) >= ended and (
+                not running_epochs or _running_with_epochs(events, running_epochs)
+            ):
+                break
+        time.sleep(0.1)
     os.killpg(driver.pid, signal.SIGKILL)  # the driver and the Ray instance it started
     driver.wait()
     _wait_for_session_to_die(driver.pid)
@@ -164,7 +176,7 @@ def test_a_resume_survives_checkpoints_that_vanished_after_tunes_last_snapshot(
     """Tune's snapshot lags the run: it may name checkpoints that are gone (deleted by
     num_to_keep, or never finished by a killed worker). The worst case, forced here: every
     checkpoint of the unfinished trials is gone; they resume from the start."""
-    run = _killed_run(tmp_path, "vanished")
+    run = _killed_run(tmp_path, "vanished", running_epochs=2)
     ended = {e["trial_id"] for e in _events(run) if e["event"] == "end"}
     removed = []
     for trial_dir in (run / "ray").iterdir():

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import time
 from collections.abc import Callable, Iterable
 from pathlib import Path
@@ -9,8 +10,8 @@ from typing import Any
 
 from ray.tune import Callback
 
-from costtune.ledger import Ledger
-from costtune.rundir import relocated
+from costtune.ledger import Ledger, LedgerWriteError
+from costtune.rundir import disk_full, relocated
 from costtune.schedulers.hyperband import trial_devices
 
 #: Fields Ray fills in every result; everything else numeric is the user's metric.
@@ -110,6 +111,10 @@ class LedgerCallback(Callback):
     def on_trial_error(self, iteration: int, trials: list, trial: Any, **info: Any) -> None:
         self._charge_lost_work(trial)
         self._end(trial, "ERROR", "error")
+        # a trial that failed because the disk is full is the first of many: stop them all
+        full = disk_full(self.tables_dir) if self.tables_dir is not None else None
+        if full is not None:
+            raise LedgerWriteError(f"{full}; the sweep stopped, every ledger line written before is kept")
 
     def _end(self, trial: Any, status: str, reason: str) -> None:
         record = self.ledger.trials.get(trial.trial_id)
@@ -124,11 +129,18 @@ class LedgerCallback(Callback):
         )
         now = time.monotonic()
         if self.tables_dir is not None and now - self._last_tables >= self.tables_every_s:
-            self.ledger.write_tables(self.tables_dir)
+            self._write_tables()
             self._last_tables = now
 
     def on_experiment_end(self, trials: list, **info: Any) -> None:
-        if self.tables_dir is not None:
+        self._write_tables()
+
+    def _write_tables(self) -> None:
+        if self.tables_dir is None:
+            return
+        # the tables are a view of the ledger, rebuilt at the end and by `costtune report`:
+        # failing to refresh them (a full disk) must not end the sweep; the ledger decides
+        with contextlib.suppress(OSError):
             self.ledger.write_tables(self.tables_dir)
 
 
