@@ -457,7 +457,7 @@ def watch_idle(
 @click.option(
     "--keep",
     type=click.Choice(["ceil", "floor"]),
-    default="ceil",
+    default="floor",
     show_default=True,
     help="ceil: ⌈n/eta⌉ of a rung go on; floor: max(1, ⌊n/eta⌋).",
 )

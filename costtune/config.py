@@ -102,7 +102,7 @@ class SchedulerConfig(_Strict):
     brackets: int | None = Field(1, ge=1, description="null: all that fit")
     promotion: Literal["cost_share", "loss", "pareto"] = "loss"
     keep: Literal["ceil", "floor"] = Field(
-        "ceil", description="ceil: ⌈n/eta⌉ of a rung go on; floor: max(1, ⌊n/eta⌋)"
+        "floor", description="floor: max(1, ⌊n/eta⌋) of a rung go on (Optuna); ceil: ⌈n/eta⌉ (ASHA)"
     )
     # population-based training
     perturbation_interval: int = Field(5, ge=1)

@@ -54,7 +54,7 @@ class Estimate:
         return asdict(self)
 
 
-def expected_promotions(arrivals: float, eta: int, keep: Keep = Keep.CEIL) -> float:
+def expected_promotions(arrivals: float, eta: int, keep: Keep = Keep.FLOOR) -> float:
     """Σ_{k=1}^{n} c(k)/k: trials an asynchronous rung promotes out of n random-order arrivals,
     c(k) = ⌈k/η⌉ (``keep=ceil``) or max(1, ⌊k/η⌋) (``keep=floor``).
 
@@ -76,7 +76,7 @@ def expected_epochs_hyperband(
     grace_epochs: int,
     eta: int,
     brackets: int | None,
-    keep: Keep = Keep.CEIL,
+    keep: Keep = Keep.FLOOR,
 ) -> float:
     """Expected epochs of an asynchronous Hyperband sweep (see the module docstring)."""
     most = max_bracket_index(grace_epochs, eta, max_epochs) + 1

@@ -44,29 +44,35 @@ GRID = {
 
 def test_expected_promotions_of_a_random_order_rung() -> None:
     assert expected_promotions(1, 5) == 1
-    assert expected_promotions(5, 5) == pytest.approx(1 + 1 / 2 + 1 / 3 + 1 / 4 + 1 / 5)
-    assert expected_promotions(5, 3) == pytest.approx(1 + 1 / 2 + 1 / 3 + 2 / 4 + 2 / 5)
-    # keep=floor, Optuna's max(1, ⌊k/η⌋): one until the rung holds 2η, then two
-    assert expected_promotions(7, 3, Keep.FLOOR) == pytest.approx(
+    assert expected_promotions(5, 5, Keep.CEIL) == pytest.approx(1 + 1 / 2 + 1 / 3 + 1 / 4 + 1 / 5)
+    assert expected_promotions(5, 3, Keep.CEIL) == pytest.approx(1 + 1 / 2 + 1 / 3 + 2 / 4 + 2 / 5)
+    # keep=floor (the default), Optuna's max(1, ⌊k/η⌋): one until the rung holds 2η, then two
+    assert expected_promotions(7, 3) == pytest.approx(
         1 + 1 / 2 + 1 / 3 + 1 / 4 + 1 / 5 + 2 / 6 + 2 / 7
     )
 
 
 def test_the_estimate_follows_the_keep_rule() -> None:
-    ceil = estimate(parse_config(REFERENCE))
-    floor = estimate(parse_config({**REFERENCE, "scheduler": {"keep": "floor"}}))
+    ceil = estimate(parse_config({**REFERENCE, "scheduler": {"keep": "ceil"}}))
+    floor = estimate(parse_config(REFERENCE))  # the default
     assert floor.expected_epochs < ceil.expected_epochs and floor.worst_epochs == ceil.worst_epochs
     assert any("keep floor" in a for a in floor.assumptions)
 
 
 @given(st.floats(0.01, 500), st.integers(2, 8))
 def test_expected_promotions_lie_between_synchronous_and_all(n, eta) -> None:
-    assert n / eta - 1e-9 <= expected_promotions(n, eta) <= n + 1e-9
+    ceil = expected_promotions(n, eta, Keep.CEIL)
+    assert n / eta - 1e-9 <= ceil <= n + 1e-9
+    assert 0 < expected_promotions(n, eta, Keep.FLOOR) <= ceil + 1e-9
 
 
 def test_expected_epochs_of_one_bracket_worked_by_hand() -> None:
     # 5 trials, rungs at 1 and 3, max 9, η = 3
     p1 = 1 + 1 / 2 + 1 / 3 + 2 / 4 + 2 / 5
+    p2 = 1 + 1 / 2 + (p1 - 2) * 1 / 3
+    assert expected_epochs_hyperband(5, 9, 1, 3, 1, Keep.CEIL) == pytest.approx(5 * 1 + p1 * 2 + p2 * 6)
+    # keep=floor: max(1, ⌊k/3⌋) is 1 for the first five arrivals
+    p1 = 1 + 1 / 2 + 1 / 3 + 1 / 4 + 1 / 5
     p2 = 1 + 1 / 2 + (p1 - 2) * 1 / 3
     assert expected_epochs_hyperband(5, 9, 1, 3, 1) == pytest.approx(5 * 1 + p1 * 2 + p2 * 6)
 

@@ -155,7 +155,7 @@ def test_replay_cli_with_searcher_stopping_budget_and_seed(tmp_path) -> None:
         "seed": 4,
         "stopping": "outlook",
         "budget_usd": 3.0,
-        "keep": "ceil",
+        "keep": "floor",
     }
     assert data["runs"]["recorded"]["truncated"] == 1
     assert data["runs"]["costtune"]["cost_usd"] <= 3.0 + 60 / 3600 * 2.5

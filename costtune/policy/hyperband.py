@@ -54,8 +54,8 @@ class AsyncHyperband:
             reached the LCBench targets as often as all of them, for less (RESULTS.md).
         promotion: who goes on out of a rung (see :mod:`~costtune.policy.successive_halving`;
             default ``loss``).
-        keep: how many of a rung's n trials go on by count: ``ceil`` ⌈n/η⌉ (ASHA's,
-            default) or ``floor`` max(1, ⌊n/η⌋) (Optuna's).
+        keep: how many of a rung's n trials go on by count: ``floor`` max(1, ⌊n/η⌋)
+            (Optuna's, default) or ``ceil`` ⌈n/η⌉ (ASHA's).
     """
 
     def __init__(
@@ -65,7 +65,7 @@ class AsyncHyperband:
         eta: int = 5,
         brackets: int | None = 1,
         promotion: PromotionRule | str = PromotionRule.LOSS,
-        keep: Keep | str = Keep.CEIL,
+        keep: Keep | str = Keep.FLOOR,
     ) -> None:
         validate_geometry(grace_epochs, eta, max_epochs)
         most = max_bracket_index(grace_epochs, eta, max_epochs) + 1

@@ -8,7 +8,8 @@ The *promotion rule* decides who goes on. Every rule orders the rung best-first 
 promotes a trial whose place in that order starts inside the first 1/η of the rung's
 *weight*:
 
-- ``loss`` (default): weight 1 per trial, ordered by loss: the top ⌈n/η⌉ go on (as ASHA).
+- ``loss`` (default): weight 1 per trial, ordered by loss: the top max(1, ⌊n/η⌋) go on
+  (``keep=floor``, as Optuna's pruners; ``keep=ceil``: ⌈n/η⌉, as ASHA).
 - ``cost_share``: weight = the trial's metered dollars so far, ordered by loss:
   trials are promoted best-by-loss first until the promoted ones hold 1/η of what the
   rung's trials cost. Cheap trials let more through; cost never outranks quality.
@@ -50,7 +51,7 @@ class Keep(str, Enum):
     FLOOR = "floor"
 
 
-def promoted_count(n: int, eta: int, keep: Keep = Keep.CEIL) -> int:
+def promoted_count(n: int, eta: int, keep: Keep = Keep.FLOOR) -> int:
     """How many of the ``n`` trials recorded at a rung are promoted (by count)."""
     return max(1, n // eta) if keep is Keep.FLOOR else -(-n // eta)
 
@@ -213,7 +214,7 @@ def is_promotable(
     rung: Mapping[str, RungEntry],
     eta: int,
     rule: PromotionRule = PromotionRule.LOSS,
-    keep: Keep = Keep.CEIL,
+    keep: Keep = Keep.FLOOR,
 ) -> bool:
     """Whether ``trial_id`` (already recorded in ``rung``) goes on past this rung.
 

@@ -61,8 +61,8 @@ class CostAwareHyperBand(GovernedMixin, FIFOScheduler):
         eta: η, reduction factor; 1/η of a rung goes on (default 5: the top 20%).
         brackets: number of Hyperband brackets (default 1; ``None``: all that fit).
         promotion: ``loss`` (default), ``cost_share`` or ``pareto``.
-        keep: ``ceil`` (default: ⌈n/η⌉ of a rung go on, as ASHA) or ``floor``
-            (max(1, ⌊n/η⌋), as Optuna's pruners).
+        keep: ``floor`` (default: max(1, ⌊n/η⌋) of a rung go on, as Optuna's pruners)
+            or ``ceil`` (⌈n/η⌉, as ASHA).
         cost_model: prices; default A100 at $2.50 per GPU-hour, CPU per core-hour.
         time_attr: result field that counts epochs (default ``training_iteration``).
         seconds_field: result field of metered seconds (default ``time_total_s``;
@@ -83,7 +83,7 @@ class CostAwareHyperBand(GovernedMixin, FIFOScheduler):
         eta: int = 5,
         brackets: int | None = 1,
         promotion: PromotionRule | str = PromotionRule.LOSS,
-        keep: str = "ceil",
+        keep: str = "floor",
         cost_model: CostModel | None = None,
         time_attr: str = "training_iteration",
         seconds_field: str = "time_total_s",

@@ -56,13 +56,16 @@ def _rung(losses, costs) -> dict[str, RungEntry]:
     return {name: RungEntry(loss, cost) for name, loss, cost in zip("abcdefgh", losses, costs, strict=False)}
 
 
-def _promoted(rung, eta, rule) -> str:
-    return "".join(t for t in rung if is_promotable(t, rung, eta, rule))
+def _promoted(rung, eta, rule, keep=Keep.FLOOR) -> str:
+    return "".join(t for t in rung if is_promotable(t, rung, eta, rule, keep))
 
 
-def test_loss_rule_promotes_ceil_n_over_eta() -> None:
+def test_loss_rule_promotes_floor_n_over_eta_by_default_and_ceil_on_request() -> None:
     rung = _rung([0.1, 0.2, 0.3, 0.4, 0.5, 0.6], [1] * 6)
-    assert _promoted(rung, 5, PromotionRule.LOSS) == "ab"  # ⌈6/5⌉ = 2
+    assert "".join(t for t in rung if is_promotable(t, rung, 5, PromotionRule.LOSS)) == "a"  # ⌊6/5⌋
+    assert _promoted(rung, 5, PromotionRule.LOSS, Keep.CEIL) == "ab"  # ⌈6/5⌉ = 2
+    few = _rung([0.1, 0.2, 0.3], [1] * 3)
+    assert _promoted(few, 5, PromotionRule.LOSS) == "a"  # max(1, ⌊3/5⌋): never none
 
 
 @pytest.mark.parametrize(
@@ -82,7 +85,8 @@ def test_pareto_rule_prefers_the_cheap_non_dominated_trial() -> None:
     # (loss, $): a (.1, 5) b (.2, 1) c (.3, 2) d (.4, .5) e (.5, 3); c is dominated by b
     rung = _rung([0.1, 0.2, 0.3, 0.4, 0.5], [5, 1, 2, 0.5, 3])
     assert pareto_fronts([(e.loss, e.cost_usd) for e in rung.values()]) == [0, 0, 1, 0, 2]
-    assert _promoted(rung, 2, PromotionRule.PARETO) == "abd"
+    assert _promoted(rung, 2, PromotionRule.PARETO, Keep.CEIL) == "abd"  # ⌈5/2⌉, front 0 first
+    assert _promoted(rung, 2, PromotionRule.PARETO) == "ab"  # ⌊5/2⌋
 
 
 def test_first_trial_at_a_rung_goes_on_and_nan_never_does() -> None:
@@ -101,7 +105,7 @@ rungs = st.lists(
 @given(rungs, st.integers(2, 8))
 def test_loss_rule_promotes_exactly_ceil_n_over_eta(points, eta) -> None:
     rung = {f"t{i}": RungEntry(loss, cost) for i, (loss, cost) in enumerate(points)}
-    promoted = [t for t in rung if is_promotable(t, rung, eta, PromotionRule.LOSS)]
+    promoted = [t for t in rung if is_promotable(t, rung, eta, PromotionRule.LOSS, Keep.CEIL)]
     assert len(promoted) == math.ceil(len(rung) / eta)
 
 
