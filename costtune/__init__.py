@@ -15,14 +15,16 @@ from costtune.policy import AsyncHyperband, Decision, PromotionRule, StopReason
 
 if TYPE_CHECKING:
     from costtune.config import SweepConfig, load_config
+    from costtune.results import SweepResult, load_run
     from costtune.schedulers import CostAwareHyperBand
-    from costtune.sweep import SweepResult, run_sweep
+    from costtune.sweep import run_sweep
 
 __version__ = "0.1.0"
 
 _LAZY = {
     "run_sweep": "costtune.sweep",
-    "SweepResult": "costtune.sweep",
+    "SweepResult": "costtune.results",
+    "load_run": "costtune.results",
     "load_config": "costtune.config",
     "SweepConfig": "costtune.config",
     "CostAwareHyperBand": "costtune.schedulers",
@@ -43,6 +45,7 @@ __all__ = [
     "SweepConfig",
     "SweepResult",
     "load_config",
+    "load_run",
     "roi",
     "run_sweep",
 ]

@@ -19,15 +19,14 @@ import sys
 import threading
 import time
 import warnings
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import pandas as pd
 import yaml
 
-from costtune.config import SweepConfig, load_config
+from costtune.config import SweepConfig, load_config, parse_config
 from costtune.errors import ConfigError, CosttuneError, SweepFailed
 from costtune.estimate import estimate
 from costtune.gate import GateFailed, GateResult, check
@@ -50,26 +49,10 @@ from costtune.policy import (
     SweepBudget,
     SweepProgress,
 )
+from costtune.results import SweepResult
 from costtune.run import ledger_spec, load_run_config
 from costtune.rundir import EXPERIMENT_NAME, LOCK_FILE, claim_existing, claim_new, disk_full, resuming
 from costtune.trainables import BUILTIN_TRAINABLES
-
-
-@dataclass(frozen=True)
-class SweepResult:
-    """What a finished sweep leaves behind (all of it also on disk under ``output_dir``)."""
-
-    output_dir: Path
-    ledger: Ledger
-    summary: dict[str, Any]
-    wall_seconds: float
-    #: stopped by Ctrl-C (SIGINT): the trials that were running are ``PAUSED`` and
-    #: ``resume_sweep(output_dir)`` continues them from their last checkpoints
-    interrupted: bool = False
-
-    @property
-    def trials(self) -> pd.DataFrame:
-        return self.ledger.to_frame()
 
 
 def resolve_trainable(reference: str, config_dir: Path | None = None) -> Callable[[dict[str, Any]], Any]:
@@ -119,48 +102,92 @@ def default_output_dir(config: SweepConfig) -> Path:
 
 
 def run_sweep(
-    config: SweepConfig | str | Path,
+    trainable: SweepConfig | str | Path | Callable[..., Any],
     output: str | Path | None = None,
     *,
+    search_space: Mapping[str, Any] | None = None,
     seed: int | None = None,
+    callbacks: Sequence[Any] = (),
     progress: bool = False,
     ray_address: str | None = None,
     approved: bool = False,
     gpu_sampler_factory: Callable[[], GpuSampler] | None = None,
     config_dir: str | Path | None = None,
+    **settings: Any,
 ) -> SweepResult:
     """Run a cost-metered sweep and write its ledger, ``trials.csv/.parquet`` and ``summary.json``.
 
+    Two ways in::
+
+        # a function and its search space (Ray Tune domains or costtune's dict form)
+        result = run_sweep(train_fn, search_space={"lr": tune.loguniform(1e-4, 1e-1)},
+                           metric="loss", max_epochs=50, num_samples=32,
+                           cost={"prices": {"gpu": 2.5}}, output="runs/lr")
+        # or a whole config: a YAML path or a SweepConfig
+        result = run_sweep("experiments/digits.yaml")
+
     Args:
-        config: a :class:`SweepConfig` or the path of a YAML config.
+        trainable: a function trainable (``ray.tune.report`` once per epoch), a
+            ``"module:function"`` reference, or a config (YAML path / :class:`SweepConfig`).
         output: run directory (default ``runs/<name>-<timestamp>``); must not hold a sweep.
-        seed: overrides ``config.seed`` (searcher and trainables).
+        search_space: with a function: hyperparameter → Ray Tune domain (``tune.uniform``,
+            ``loguniform``, ``randint``, ``lograndint``, ``choice``) or costtune's
+            ``{"type": ..., "low": ..., "high": ...}``; any other value is passed as is.
+        seed: overrides the config's seed (searcher and trainables).
+        callbacks: Ray Tune callbacks (``WandbLoggerCallback``, ``MLflowLoggerCallback``, ...);
+            every result they see carries the trial's ``cost_usd``, ``device_hours`` and
+            ``gpu_hours`` so far.
         progress: show a live table in the terminal while trials run.
         ray_address: connect to this Ray cluster instead of starting a local instance.
         approved: run even when the budget gate fails (a person signed off elsewhere).
         gpu_sampler_factory: where the idle-GPU stopper reads utilisation (default NVML).
         config_dir: where the config came from, to find a ``module:function`` trainable beside
             it (default: the config file's folder when ``config`` is a path).
+        **settings: with a function: any other top-level config field (``metric``, ``mode``,
+            ``max_epochs``, ``num_samples``, ``name``, ``scheduler``, ``searcher``, ``cost``,
+            ``budget``, ``stopping``, ``resources``, ...), validated as strictly as a YAML file.
 
     Raises:
+        ConfigError: invalid settings (one line naming the field); nothing was started.
         GateFailed: the sweep is over its limits (or a grid search) with no approval.
+        SweepFailed: the sweep started but every trial failed, the metric was never
+            reported, or the disk filled up (the result so far is on the exception).
     """
     config_dir = Path(config_dir) if config_dir is not None else None
-    if not isinstance(config, SweepConfig):
-        config_dir = config_dir or Path(config).parent
-        config = load_config(config)
+    function: Callable[..., Any] | None = None
+    if isinstance(trainable, SweepConfig | Path) or (
+        isinstance(trainable, str) and _is_config_path(trainable)
+    ):
+        if search_space is not None or settings:
+            given = ", ".join(sorted([*settings, *(["search_space"] if search_space is not None else [])]))
+            raise ConfigError(f"run_sweep: {given} go with a function trainable; a config carries its own")
+        if isinstance(trainable, str | Path):
+            config_dir = config_dir or Path(trainable).parent
+            config = load_config(trainable)
+        else:
+            config = trainable
+    elif isinstance(trainable, str) or callable(trainable):
+        if callable(trainable):
+            function = trainable
+        config = config_from_function(trainable, search_space, settings)
+    else:
+        raise ConfigError(
+            f"run_sweep: trainable must be a function, 'module:function' or a config, got {trainable!r}"
+        )
     if seed is not None:
         config = config.model_copy(update={"seed": seed})
     gate_result = pre_run_gate(config)
     if not gate_result.passed and not approved:
         raise GateFailed(f"budget gate: {gate_result.message()} (or run with --approved)")
-    trainable = resolve_trainable(config.trainable.name, config_dir)
+    fn = function or resolve_trainable(config.trainable.name, config_dir)
+    if function is not None:
+        _ship_by_value(function)
     out = Path(output) if output is not None else default_output_dir(config)
     out = out.resolve()
     created = not out.exists()
     lock = claim_new(out)
     try:
-        return _run(config, trainable, out, progress, ray_address, gpu_sampler_factory, config_dir)
+        return _run(config, fn, out, progress, ray_address, gpu_sampler_factory, config_dir, list(callbacks))
     except ConfigError:
         # refused before anything ran (the cluster cannot hold a trial, say): leave no trace
         if created and [p.name for p in out.iterdir()] == [LOCK_FILE]:
@@ -171,6 +198,97 @@ def run_sweep(
         lock.release()
 
 
+def _is_config_path(value: str) -> bool:
+    return value.endswith((".yaml", ".yml")) or not re.fullmatch(r"[\w.]+:[\w.]+", value)
+
+
+def config_from_function(
+    trainable: str | Callable[..., Any], search_space: Mapping[str, Any] | None, settings: Mapping[str, Any]
+) -> SweepConfig:
+    """The :class:`SweepConfig` of a Python-first call: a function (or ``module:function``),
+    its search space (Ray Tune domains or costtune's dict form) and top-level fields."""
+    if search_space is None:
+        raise ConfigError("search_space: required with a function trainable (hyperparameter → domain)")
+    if not isinstance(search_space, Mapping) or not search_space:
+        raise ConfigError("search_space: must be a non-empty mapping of hyperparameter → domain")
+    if callable(trainable):
+        module = getattr(trainable, "__module__", None) or "__main__"
+        # recorded for --resume, which imports it by name; a lambda or a nested function
+        # runs all the same (Ray ships it by value) but cannot be resumed by name
+        attr = re.sub(r"\W", "_", str(getattr(trainable, "__name__", "trainable"))).strip("_") or "trainable"
+        reference = f"{module}:{attr}"
+        default_name = str(getattr(trainable, "__name__", "sweep"))
+    else:
+        reference = trainable
+        default_name = reference.rpartition(":")[2]
+    space: dict[str, Any] = {}
+    fixed: dict[str, Any] = (
+        dict(settings.get("trainable", {}).get("args", {}))
+        if isinstance(settings.get("trainable"), Mapping)
+        else {}
+    )
+    for name, domain in search_space.items():
+        spec = param_spec_of(str(name), domain)
+        if spec is None:
+            fixed[str(name)] = domain
+        else:
+            space[str(name)] = spec
+    if not space:
+        raise ConfigError("search_space: holds only fixed values; give at least one domain to search")
+    name = settings.get("name") or re.sub(r"[^A-Za-z0-9_.-]", "-", default_name).strip("-.") or "sweep"
+    raw = {
+        **{k: v for k, v in settings.items() if k != "trainable"},
+        "name": name,
+        "trainable": {"name": reference, "args": fixed},
+        "search_space": space,
+    }
+    raw.setdefault("metric", "loss")
+    return parse_config(raw)
+
+
+def param_spec_of(name: str, domain: Any) -> dict[str, Any] | None:
+    """A Ray Tune domain (or costtune's dict form) as costtune's search-space entry; ``None``
+    for a fixed value. Domains costtune cannot record (quantised, custom functions) are refused."""
+    if isinstance(domain, Mapping) and "type" in domain:
+        return dict(domain)
+    from ray.tune.search import sample
+
+    if not isinstance(domain, sample.Domain):
+        if isinstance(domain, Mapping) and "grid_search" in domain:
+            return {"type": "choice", "values": list(domain["grid_search"])}
+        return None
+    sampler = domain.get_sampler()
+    if isinstance(sampler, sample.Quantized):
+        raise ConfigError(f"search_space.{name}: quantised domains are not supported; use an int or a choice")
+    if isinstance(domain, sample.Categorical):
+        return {"type": "choice", "values": list(domain.categories)}
+    log = isinstance(sampler, sample.LogUniform)
+    if isinstance(domain, sample.Float) and isinstance(sampler, sample.Uniform | sample.LogUniform):
+        return {"type": "loguniform" if log else "uniform", "low": domain.lower, "high": domain.upper}
+    if isinstance(domain, sample.Integer) and isinstance(sampler, sample.Uniform | sample.LogUniform):
+        # Ray's upper bound is exclusive, costtune's inclusive
+        return {"type": "logint" if log else "int", "low": domain.lower, "high": domain.upper - 1}
+    raise ConfigError(
+        f"search_space.{name}: {type(domain).__name__} with a {type(sampler).__name__} sampler is not "
+        "supported; use uniform, loguniform, randint, lograndint or choice"
+    )
+
+
+def _ship_by_value(function: Callable[..., Any]) -> None:
+    """A function defined in the user's own module (beside the working directory) is sent
+    to Ray's workers by value: they cannot be relied on to import it (``__main__`` always is)."""
+    module_name = getattr(function, "__module__", None)
+    module = sys.modules.get(module_name or "")
+    source = getattr(module, "__file__", None)
+    top = (module_name or "").partition(".")[0]
+    if module is None or source is None or top in ("costtune", "__main__") or top in BUILTIN_TRAINABLES:
+        return
+    if Path(source).resolve().is_relative_to(Path.cwd().resolve()):
+        import ray.cloudpickle
+
+        ray.cloudpickle.register_pickle_by_value(sys.modules[top])
+
+
 def _run(
     config: SweepConfig,
     trainable: Callable[..., Any],
@@ -179,6 +297,7 @@ def _run(
     ray_address: str | None,
     gpu_sampler_factory: Callable[[], GpuSampler] | None,
     config_dir: Path | None = None,
+    extra_callbacks: Sequence[Any] = (),
 ) -> SweepResult:
     _prepare_environment()
     _ensure_ray(ray_address, config)
@@ -258,6 +377,7 @@ def _run(
         from costtune.progress import LiveProgress
 
         callbacks.append(LiveProgress(ledger, config.num_samples))
+    callbacks.extend(extra_callbacks)  # after the ledger's: they see the cost fields it adds
 
     param_space = {
         **config.trainable.args,

@@ -47,9 +47,7 @@ def test_expected_promotions_of_a_random_order_rung() -> None:
     assert expected_promotions(5, 5, Keep.CEIL) == pytest.approx(1 + 1 / 2 + 1 / 3 + 1 / 4 + 1 / 5)
     assert expected_promotions(5, 3, Keep.CEIL) == pytest.approx(1 + 1 / 2 + 1 / 3 + 2 / 4 + 2 / 5)
     # keep=floor (the default), Optuna's max(1, ⌊k/η⌋): one until the rung holds 2η, then two
-    assert expected_promotions(7, 3) == pytest.approx(
-        1 + 1 / 2 + 1 / 3 + 1 / 4 + 1 / 5 + 2 / 6 + 2 / 7
-    )
+    assert expected_promotions(7, 3) == pytest.approx(1 + 1 / 2 + 1 / 3 + 1 / 4 + 1 / 5 + 2 / 6 + 2 / 7)
 
 
 def test_the_estimate_follows_the_keep_rule() -> None:

@@ -10,6 +10,7 @@ from typing import Any
 
 from ray.tune import Callback
 
+from costtune.cost import device_hours
 from costtune.ledger import Ledger, LedgerWriteError
 from costtune.rundir import disk_full, relocated
 from costtune.schedulers.hyperband import trial_devices
@@ -29,6 +30,9 @@ _RAY_FIELDS = frozenset(
         "timesteps_total",
         "episodes_total",
         "timesteps_since_restore",
+        "cost_usd",  # added by this callback itself (see on_trial_result)
+        "device_hours",
+        "gpu_hours",
     }
 )
 
@@ -79,7 +83,7 @@ class LedgerCallback(Callback):
             for k, v in result.items()
             if k not in _RAY_FIELDS and isinstance(v, int | float) and not isinstance(v, bool)
         }
-        self.ledger.record_result(
+        record = self.ledger.record_result(
             trial.trial_id,
             epoch=int(result.get("training_iteration", 0)),
             seconds=float(result.get(self.seconds_field, 0.0)),
@@ -93,6 +97,11 @@ class LedgerCallback(Callback):
             if self.seconds_field == "time_total_s"
             else None,
         )
+        # what the trial has cost so far, for every callback after this one (trackers, loggers)
+        hours = device_hours(record.seconds, record.devices)
+        result["cost_usd"] = self.ledger.cost_usd(record)
+        result["device_hours"] = hours
+        result["gpu_hours"] = hours if record.device_kind == "gpu" else 0.0
 
     def on_trial_recover(self, iteration: int, trials: list, trial: Any, **info: Any) -> None:
         # The trial failed (its node or process died) and restarts from its last

@@ -1,0 +1,174 @@
+"""What a sweep leaves behind, as Python objects: ``SweepResult`` and ``load_run``.
+
+A run directory is read back with its ``config.yaml`` and ``ledger.jsonl`` alone (no Ray):
+finished, interrupted and still-running runs alike. ``run_sweep`` returns the same object.
+"""
+
+from __future__ import annotations
+
+import html
+import json
+import math
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from costtune.ledger import Ledger
+from costtune.run import ledger_spec, load_run_config
+
+#: Ray Tune's experiment folder inside a run directory
+_EXPERIMENT = "ray"
+
+
+@dataclass(frozen=True)
+class SweepResult:
+    """A sweep's metered results (all of it also on disk under ``output_dir``).
+
+    Attributes:
+        output_dir: the run directory.
+        ledger: the metered record, one :class:`~costtune.ledger.TrialRecord` per trial.
+        summary: totals (``summary.json``): cost, device-hours, saved fraction, best trial.
+        wall_seconds: how long the sweep ran (NaN when read back from a run that never ended).
+        interrupted: the sweep was stopped (Ctrl-C) with trials paused; ``costtune sweep
+            --resume output_dir`` continues them.
+    """
+
+    output_dir: Path
+    ledger: Ledger
+    summary: dict[str, Any]
+    wall_seconds: float
+    interrupted: bool = False
+
+    @property
+    def trials(self) -> pd.DataFrame:
+        """One row per trial: status, stop reason, epochs, device-hours, dollars, metrics, ``hp.*``."""
+        return self.ledger.to_frame()
+
+    @property
+    def curves(self) -> pd.DataFrame:
+        """One row per reported epoch of every trial, in the order each trial reported them.
+
+        Columns: ``trial_id``, ``epoch``, the metric, ``seconds`` (metered so far),
+        ``epoch_seconds``, ``cost_usd`` (the trial's dollars so far), ``stop_reason`` (on the
+        trial's last row once it ended, else empty), then every other reported metric. An
+        epoch run twice (re-run after a failure or a resume) appears twice: both were paid.
+        """
+        metric = self.ledger.spec.metric
+        rows: list[dict[str, Any]] = []
+        for record in self.ledger.trials.values():
+            previous = 0.0
+            last = len(record.metric_history) - 1
+            for i, (epoch, seconds, metrics) in enumerate(record.metric_history):
+                rows.append(
+                    {
+                        "trial_id": record.trial_id,
+                        "epoch": epoch,
+                        metric: metrics.get(metric, math.nan),
+                        "seconds": seconds,
+                        "epoch_seconds": seconds - previous,
+                        "cost_usd": self.ledger.spec.cost_model.cost_usd(
+                            seconds, record.devices, record.device_kind
+                        ),
+                        "stop_reason": record.stop_reason if i == last else None,
+                        **{k: v for k, v in metrics.items() if k != metric},
+                    }
+                )
+                previous = seconds
+        columns = ["trial_id", "epoch", metric, "seconds", "epoch_seconds", "cost_usd", "stop_reason"]
+        return pd.DataFrame(rows, columns=None if rows else columns)
+
+    @property
+    def best(self) -> dict[str, Any] | None:
+        """The best trial: ``trial_id``, ``config``, ``epoch`` and ``metrics`` at its best epoch,
+        ``cost_usd``, and ``checkpoint`` — the directory of that epoch's checkpoint, or the
+        trial's newest kept one if that was deleted (``None`` without checkpoints)."""
+        spec = self.ledger.spec
+        scored = [
+            r
+            for r in self.ledger.trials.values()
+            if not math.isnan(r.best_metrics.get(spec.metric, math.nan))
+        ]
+        if not scored:
+            return None
+        sign = 1.0 if spec.mode == "min" else -1.0
+        record = min(scored, key=lambda r: (sign * r.best_metrics[spec.metric], r.trial_id))
+        epoch = int(record.best_metrics.get("epoch", record.epochs))
+        return {
+            "trial_id": record.trial_id,
+            "config": dict(record.config),
+            "epoch": epoch,
+            "metrics": {k: v for k, v in record.best_metrics.items() if k != "epoch"},
+            "cost_usd": self.ledger.cost_usd(record),
+            "checkpoint": _checkpoint_of(self.output_dir, record.trial_id, epoch),
+        }
+
+    def _repr_html_(self) -> str:
+        s = self.summary
+        best = self.best
+        head = (
+            f"<p><b>costtune sweep</b> {html.escape(str(self.output_dir))}: "
+            f"{s.get('trials', 0)} trials, ${float(s.get('total_cost_usd', 0.0)):.4g}, "
+            f"{float(s.get('device_hours', 0.0)):.4g} device-hours"
+        )
+        if best is not None:
+            value = best["metrics"].get(self.ledger.spec.metric, math.nan)
+            head += f"; best {html.escape(self.ledger.spec.metric)} {value:.4g} (trial {best['trial_id']})"
+        if self.interrupted:
+            head += "; <b>interrupted</b>"
+        table = self.trials.head(20).to_html(index=False, float_format=lambda v: f"{v:.4g}", border=0)
+        return f"{head}</p>{table}"
+
+
+def load_run(directory: str | Path) -> SweepResult:
+    """A run directory read back as the :class:`SweepResult` ``run_sweep`` returned.
+
+    Works on finished, interrupted and still-running runs: the ledger is the record; a torn
+    last line is skipped (and counted in ``ledger.unreadable_lines``).
+    """
+    out = Path(directory).resolve()
+    config = load_run_config(out)
+    ledger = Ledger(ledger_spec(config), out)
+    written: dict[str, Any] = {}
+    summary_file = out / "summary.json"
+    if summary_file.is_file():
+        try:
+            written = json.loads(summary_file.read_text())
+        except (OSError, ValueError):
+            written = {}
+    running = any(r.status == "RUNNING" for r in ledger.trials.values())
+    summary = {**ledger.summary(), "output_dir": str(out)}
+    if "wall_seconds" in written and not running:
+        summary["wall_seconds"] = written["wall_seconds"]
+    return SweepResult(
+        output_dir=out,
+        ledger=ledger,
+        summary=summary,
+        wall_seconds=float(summary.get("wall_seconds", math.nan)),
+        interrupted=running,
+    )
+
+
+def _checkpoint_of(out: Path, trial_id: str, epoch: int) -> Path | None:
+    """The checkpoint Ray kept for ``trial_id`` at ``epoch``, or its newest kept one."""
+    trial_dirs = [p for p in (out / _EXPERIMENT).glob(f"*_{trial_id}_*") if p.is_dir()]
+    if not trial_dirs:
+        return None
+    trial_dir = trial_dirs[0]
+    results = trial_dir / "result.json"
+    if results.is_file():
+        for line in results.read_text(errors="replace").splitlines():
+            try:
+                row = json.loads(line)
+            except ValueError:
+                continue
+            name = row.get("checkpoint_dir_name")
+            if row.get("training_iteration") == epoch and name and (trial_dir / name).is_dir():
+                return trial_dir / name
+    kept = sorted(
+        (p for p in trial_dir.glob("checkpoint_*") if p.is_dir() and re.fullmatch(r"checkpoint_\d+", p.name)),
+        key=lambda p: int(p.name.rpartition("_")[2]),
+    )
+    return kept[-1] if kept else None

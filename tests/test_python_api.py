@@ -1,0 +1,156 @@
+"""The Python-first API: a function and Ray Tune domains in, a result you can load and query out."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+from ray import tune
+
+import costtune
+from costtune.errors import ConfigError
+from costtune.sweep import param_spec_of
+
+pytestmark = pytest.mark.ray
+
+
+def train_fn(config: dict) -> None:
+    """A user's function trainable, as a notebook would define it."""
+    for epoch in range(1, config["max_epochs"] + 1):
+        loss = (config["x"] - 0.3) ** 2 + config["scale"] / epoch + 0.01 * (config["layers"] - 2) ** 2
+        tune.report({"loss": loss, "epoch_loss_x10": 10 * loss})
+
+
+class _SeesEveryResult(tune.Callback):
+    """A tracker's view (as W&B's or MLflow's callback gets it): every result it is shown."""
+
+    def __init__(self) -> None:
+        self.results: list[dict] = []
+
+    def on_trial_result(self, iteration, trials, trial, result, **info) -> None:
+        self.results.append(dict(result))
+
+
+def test_a_function_with_ray_domains_runs_and_its_run_loads_back(ray_session, tmp_path) -> None:
+    seen = _SeesEveryResult()
+    result = costtune.run_sweep(
+        train_fn,
+        search_space={
+            "x": tune.uniform(0.0, 1.0),
+            "lr": tune.loguniform(1e-4, 1e-1),
+            "layers": tune.randint(1, 4),
+            "act": tune.choice(["relu", "gelu"]),
+            "scale": 0.5,  # a fixed value goes to the function as is
+        },
+        metric="loss",
+        max_epochs=10,
+        num_samples=6,
+        scheduler={"grace_epochs": 2, "eta": 3},
+        searcher={"type": "random"},
+        cost={"prices": {"cpu": 0.5}},
+        callbacks=[seen],
+        output=tmp_path / "run",
+    )
+
+    trials = result.trials
+    assert len(trials) == 6
+    assert set(trials["stop_reason"]) <= {"completed", "rung_pruned"}
+    assert trials["hp.layers"].between(1, 3).all()  # Ray's randint(1, 4): upper bound exclusive
+    assert set(trials["hp.act"]) <= {"relu", "gelu"}
+    # every result a callback sees carries the trial's cost so far, rising epoch by epoch
+    assert seen.results and all("cost_usd" in r and "device_hours" in r for r in seen.results)
+    for trial_id in trials["trial_id"]:
+        costs = [r["cost_usd"] for r in seen.results if r["trial_id"] == trial_id]
+        assert costs == sorted(costs) and costs[-1] == pytest.approx(
+            trials.set_index("trial_id").loc[trial_id, "cost_usd"]
+        )
+
+    curves = result.curves
+    assert len(curves) == trials["epochs"].sum()
+    assert {"trial_id", "epoch", "loss", "seconds", "epoch_seconds", "cost_usd", "epoch_loss_x10"} <= set(
+        curves
+    )
+    last = curves.groupby("trial_id").tail(1).set_index("trial_id")
+    assert (last["stop_reason"] == trials.set_index("trial_id")["stop_reason"]).all()
+    assert (curves["epoch_seconds"] >= 0).all()
+
+    best = result.best
+    assert best is not None
+    assert best["metrics"]["loss"] == pytest.approx(trials["best_loss"].min())
+    assert set(best["config"]) == {"x", "lr", "layers", "act"}
+
+    loaded = costtune.load_run(tmp_path / "run")
+    assert loaded.trials.equals(result.trials)
+    assert loaded.curves.equals(result.curves)
+    assert loaded.best == best
+    assert loaded.summary["total_cost_usd"] == pytest.approx(result.summary["total_cost_usd"])
+    assert not loaded.interrupted and math.isfinite(loaded.wall_seconds)
+    assert "costtune sweep" in loaded._repr_html_() and "<table" in loaded._repr_html_()
+
+
+def test_the_amp_trainables_best_checkpoint_is_found(small_run) -> None:
+    best = small_run.best
+    assert best is not None and best["checkpoint"] is not None
+    assert best["checkpoint"].is_dir() and best["checkpoint"].name.startswith("checkpoint_")
+    assert best["trial_id"] in str(best["checkpoint"])
+
+
+@pytest.mark.parametrize(
+    ("space", "message"),
+    [
+        ({"x": tune.quniform(0, 1, 0.1)}, "search_space.x: quantised domains are not supported"),
+        ({"x": tune.uniform(1.0, 0.0)}, "search_space.x"),
+        ({"x": 3}, "search_space: holds only fixed values"),
+        ({}, "search_space: must be a non-empty mapping"),
+    ],
+)
+def test_bad_python_search_spaces_are_refused_in_one_line(space, message, tmp_path) -> None:
+    with pytest.raises(ConfigError) as refused:
+        costtune.run_sweep(train_fn, search_space=space, max_epochs=5, num_samples=2, output=tmp_path / "r")
+    assert str(refused.value).startswith(message) and "\n" not in str(refused.value)
+    assert not (tmp_path / "r").exists()  # nothing started
+
+
+def test_python_settings_are_validated_like_a_yaml_file(tmp_path) -> None:
+    with pytest.raises(ConfigError, match=r"^scheduler.eta: "):
+        costtune.run_sweep(
+            train_fn, search_space={"x": tune.uniform(0, 1)}, max_epochs=5, num_samples=2,
+            scheduler={"eta": 1}, output=tmp_path / "r",
+        )  # fmt: skip
+    with pytest.raises(ConfigError, match=r"^run_sweep: max_epochs go with a function trainable"):
+        costtune.run_sweep("experiments/digits.yaml", max_epochs=3)
+
+
+def test_ray_domains_map_onto_costtunes_forms() -> None:
+    assert param_spec_of("a", tune.loguniform(1e-4, 1e-1)) == {
+        "type": "loguniform",
+        "low": 1e-4,
+        "high": 1e-1,
+    }
+    assert param_spec_of("b", tune.randint(1, 4)) == {"type": "int", "low": 1, "high": 3}
+    assert param_spec_of("c", tune.lograndint(1, 100)) == {"type": "logint", "low": 1, "high": 99}
+    assert param_spec_of("d", tune.choice([1, 2])) == {"type": "choice", "values": [1, 2]}
+    assert param_spec_of("e", tune.grid_search([1, 2])) == {"type": "choice", "values": [1, 2]}
+    assert param_spec_of("f", {"type": "uniform", "low": 0, "high": 1}) == {
+        "type": "uniform",
+        "low": 0,
+        "high": 1,
+    }
+    assert param_spec_of("g", 0.5) is None
+
+
+def test_the_readme_python_example_runs_as_written(ray_session, tmp_path, monkeypatch) -> None:
+    import re
+
+    from tests.conftest import REPO
+
+    readme = (REPO / "README.md").read_text()
+    section = readme[readme.index("## In Python") :]
+    code = re.search(r"```python\n(.*?)```", section, re.S).group(1)
+    monkeypatch.chdir(tmp_path)  # output="runs/quickstart" lands here
+    namespace: dict = {"__name__": "__main__"}
+    exec(compile(code, "README.md", "exec"), namespace)
+    result = namespace["result"]
+    assert len(result.trials) == 12 and (tmp_path / "runs" / "quickstart" / "ledger.jsonl").is_file()
+    assert result.best["config"].keys() == {"x", "lr"}
+    assert len(result.curves) == result.trials["epochs"].sum()
