@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import math
 import shlex
 import sys
 import warnings
@@ -74,7 +75,18 @@ def main() -> None:
     default=None,
     help="Ray cluster to run on (e.g. 'auto'); default: a local Ray instance.",
 )
-@click.option("--no-progress", is_flag=True, help="Do not draw the live progress table.")
+@click.option(
+    "--no-progress",
+    is_flag=True,
+    help="No progress while it runs (by default: a live table on a terminal; one line per trial "
+    "end on stderr when the output goes to a log or a pipe).",
+)
+@click.option(
+    "--json",
+    "as_json",
+    is_flag=True,
+    help="Print the summary (totals, best trial, stop reasons) as JSON instead of the table.",
+)
 @click.option(
     "--approved",
     is_flag=True,
@@ -89,6 +101,7 @@ def sweep(
     seed: int | None,
     address: str | None,
     no_progress: bool,
+    as_json: bool,
     approved: bool,
 ) -> None:
     """Run the sweep described by CONFIG (YAML) and print its cost table.
@@ -97,7 +110,6 @@ def sweep(
     to the run directory. `costtune sweep --resume RUN_DIR` continues an interrupted one.
     """
     from costtune.config import load_config
-    from costtune.report import print_report
 
     if resume_dir is not None:
         if config is not None or output is not None or seed is not None:
@@ -110,7 +122,7 @@ def sweep(
             _fail(str(exc), EXIT_USAGE)
         except CosttuneError as exc:
             _fail(str(exc), EXIT_FAILED)
-        print_report(resumed.trials, resumed.summary)
+        _print_result(resumed, as_json)
         _exit_if_interrupted(resumed)
         return
     if config is None:
@@ -135,8 +147,29 @@ def sweep(
         _fail(str(exc), EXIT_USAGE)
     except CosttuneError as exc:
         _fail(str(exc), EXIT_FAILED)
-    print_report(result.trials, result.summary)
+    _print_result(result, as_json)
     _exit_if_interrupted(result)
+
+
+def _print_result(result: Any, as_json: bool) -> None:
+    if as_json:
+        summary = _no_nan({**result.summary, "interrupted": result.interrupted})
+        click.echo(json.dumps(summary, indent=2, default=str))
+        return
+    from costtune.report import print_report
+
+    print_report(result.trials, result.summary)
+
+
+def _no_nan(value: Any) -> Any:
+    """JSON has no NaN: a missing number is null."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if isinstance(value, dict):
+        return {k: _no_nan(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_no_nan(v) for v in value]
+    return value
 
 
 def _exit_if_interrupted(result: Any) -> None:

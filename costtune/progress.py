@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import math
+import sys
 import time
-from typing import Any
+from typing import Any, TextIO
 
 from ray.tune import Callback
 from rich.console import Console
@@ -78,3 +79,62 @@ class LiveProgress(Callback):
         if self._live is not None:
             self._live.stop()
             self._live = None
+
+
+class LineProgress(Callback):
+    """Progress for a log (CI, batch jobs, ``nohup``, a pipe): one line per trial end, and a
+    sweep line at most every ``every_s`` seconds while results arrive; written as they happen."""
+
+    def __init__(
+        self, ledger: Ledger, num_samples: int, stream: TextIO | None = None, every_s: float = 30.0
+    ) -> None:
+        self.ledger = ledger
+        self.num_samples = num_samples
+        self.stream = stream
+        self.every_s = every_s
+        self._said_at = time.monotonic()
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {**self.__dict__, "stream": None}  # a file handle does not survive a resume
+
+    def _say(self, line: str) -> None:
+        stream = self.stream or sys.stderr
+        print(f"costtune: {line}", file=stream, flush=True)
+        self._said_at = time.monotonic()
+
+    def _sweep(self) -> str:
+        s = self.ledger.summary()
+        records = self.ledger.trials.values()
+        ended = sum(1 for r in records if r.status != "RUNNING")
+        best = s.get("best_metric")
+        best_text = "–" if best is None else f"{best:.4g}"
+        return (
+            f"{ended}/{self.num_samples} trials ended, {len(records) - ended} running, "
+            f"spent {usd(s['total_cost_usd'])}, best {self.ledger.spec.metric} {best_text}"
+        )
+
+    def on_trial_result(self, iteration: int, trials: list, trial: Any, result: dict, **info: Any) -> None:
+        if time.monotonic() - self._said_at >= self.every_s:
+            self._say(f"sweep: {self._sweep()}")
+
+    def _ended(self, trial: Any) -> None:
+        record = self.ledger.trials.get(trial.trial_id)
+        if record is None:
+            return
+        self._say(
+            f"trial {record.trial_id} {record.stop_reason or record.status.lower()} after "
+            f"{record.epochs} epochs, {usd(self.ledger.cost_usd(record))} · {self._sweep()}"
+        )
+
+    def on_trial_complete(self, iteration: int, trials: list, trial: Any, **info: Any) -> None:
+        self._ended(trial)
+
+    def on_trial_error(self, iteration: int, trials: list, trial: Any, **info: Any) -> None:
+        self._ended(trial)
+
+
+def progress_callback(ledger: Ledger, num_samples: int) -> Callback:
+    """A live table on a terminal, one line per event otherwise."""
+    if Console(stderr=False).is_terminal:
+        return LiveProgress(ledger, num_samples)
+    return LineProgress(ledger, num_samples)

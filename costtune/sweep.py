@@ -374,9 +374,9 @@ def _run(
         ),
     ]
     if progress:
-        from costtune.progress import LiveProgress
+        from costtune.progress import progress_callback
 
-        callbacks.append(LiveProgress(ledger, config.num_samples))
+        callbacks.append(progress_callback(ledger, config.num_samples))
     callbacks.extend(extra_callbacks)  # after the ledger's: they see the cost fields it adds
 
     param_space = {

@@ -14,6 +14,7 @@ from costtune.errors import ConfigError
 from costtune.estimate import estimate, expected_epochs_hyperband, expected_promotions
 from costtune.gate import check
 from costtune.policy import Keep
+from tests.conftest import REPO
 
 APPROVAL = {
     "justification": "64 configurations replicate last quarter's baseline grid",
@@ -186,3 +187,10 @@ def test_sweep_refuses_an_unapproved_grid_and_starts_nothing(tmp_path) -> None:
     assert result.exit_code == 1
     assert "budget gate: grid search of 8 trials needs an approved plan" in result.output
     assert not out.exists()
+
+
+@pytest.mark.parametrize("example", sorted((REPO / "experiments").glob("*.yaml")), ids=lambda p: p.name)
+def test_every_shipped_example_passes_the_gate_the_readme_recommends_for_ci(example) -> None:
+    done = CliRunner().invoke(main, ["gate", str(example)])
+    assert done.exit_code == 0, done.output
+    assert "gate: PASS" in done.output

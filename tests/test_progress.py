@@ -22,3 +22,66 @@ def test_live_progress_shows_running_trials_spend_and_best() -> None:
     assert "spent $3.75" in text  # 1.5 A100-hours at $2.50
     assert "best val_loss 0.4" in text
     assert "a" in text and "running" in text
+
+
+def test_piped_output_shows_a_line_per_trial_end_while_the_sweep_runs(tmp_path) -> None:
+    """A CI job or `nohup` sees progress as it happens, not only when the sweep is over."""
+    import json
+    import os
+    import subprocess
+    import sys
+    import time
+
+    import yaml
+
+    from tests.conftest import REPO
+
+    config = {
+        "name": "piped",
+        "trainable": {"name": "tests.user_trainables:steady", "args": {"epoch_s": 0.05}},
+        "metric": "loss",
+        "max_epochs": 12,
+        "num_samples": 4,
+        "max_concurrent_trials": 1,
+        "search_space": {"x": {"type": "uniform", "low": 0, "high": 1}},
+        "searcher": {"type": "random"},
+        "scheduler": {"type": "fifo"},
+    }
+    path = tmp_path / "piped.yaml"
+    path.write_text(yaml.safe_dump(config))
+    driver = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "costtune.cli",
+            "sweep",
+            str(path),
+            "--output",
+            str(tmp_path / "run"),
+            "--json",
+        ],
+        cwd=REPO,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "RAY_AUTH_MODE": "disabled"},
+    )
+    assert driver.stderr is not None and driver.stdout is not None
+    deadline = time.monotonic() + 240
+    first_seen_running = None
+    lines = []
+    for line in driver.stderr:
+        lines.append(line)
+        if line.startswith("costtune: trial ") and first_seen_running is None:
+            first_seen_running = driver.poll() is None
+        if time.monotonic() > deadline:
+            break
+    summary = json.loads(driver.stdout.read())
+    assert driver.wait(timeout=60) == 0, "".join(lines)[-2000:]
+    ends = [line for line in lines if line.startswith("costtune: trial ")]
+    assert len(ends) == 4
+    assert first_seen_running, "the first trial's line came only after the sweep had ended"
+    assert "completed after 12 epochs" in ends[0] and "1/4 trials ended" in ends[0]
+    assert "4/4 trials ended" in ends[-1]
+    assert summary["trials"] == 4 and summary["interrupted"] is False
+    assert summary["total_cost_usd"] > 0
