@@ -14,6 +14,7 @@ import errno
 import json
 import math
 import os
+import statistics
 import tempfile
 import time
 import warnings
@@ -74,9 +75,11 @@ class LedgerSpec:
         mode: ``min`` or ``max``.
         cost_model: prices.
         business_value_usd: USD value of one unit of metric improvement (ROI numerator).
-        baseline_metric: the reference Δmetric is measured against; ``None`` means each
-            trial's own first report (ROI = what the epochs after the first bought).
+        baseline_metric: the reference Δmetric is measured against; ``None`` means the
+            sweep's baseline: the median metric of all trials at ``baseline_epoch`` (the
+            first rung), so that a trial that starts badly and stays bad never ranks first.
         max_epochs: the full training length, for the "every trial ran to the end" cost.
+        baseline_epoch: the epoch of the sweep's baseline (default 1: the first report).
     """
 
     metric: str
@@ -85,6 +88,7 @@ class LedgerSpec:
     business_value_usd: float = 1.0
     baseline_metric: float | None = None
     max_epochs: int | None = None
+    baseline_epoch: int = 1
 
 
 class Ledger:
@@ -104,6 +108,7 @@ class Ledger:
         self._path = Path(directory) / LEDGER_FILE if directory is not None else None
         #: lines of the log that could not be read (a torn last line, corruption) and were skipped
         self.unreadable_lines = 0
+        self._baseline: tuple[int, float] | None = None  # (timeline length, value), a cache
         if self._path is not None and self._path.exists():
             for event in _read_events(self._path, self):
                 self._apply(event)
@@ -297,18 +302,44 @@ class Ledger:
             return math.nan
         return min(values) if self.spec.mode == "min" else max(values)
 
-    def trial_roi(self, record: TrialRecord) -> float:
+    def sweep_baseline(self) -> float:
+        """What ROI measures improvement from: ``baseline_metric`` if set, else the median over
+        trials of the metric each reported at ``baseline_epoch`` (its first report at or after
+        it), or, while no trial has got that far, the median of their first reports."""
+        if self.spec.baseline_metric is not None:
+            return self.spec.baseline_metric
+        key = len(self.timeline)
+        cached = getattr(self, "_baseline", None)  # absent on a ledger pickled before it existed
+        if cached is not None and cached[0] == key:
+            return cached[1]
+        at_rung, first = [], []
+        for r in self.trials.values():
+            values = [(e, m) for e, _, m in r.history if not math.isnan(m)]
+            if not values:
+                continue
+            first.append(values[0][1])
+            reached = next((m for e, m in values if e >= self.spec.baseline_epoch), None)
+            if reached is not None:
+                at_rung.append(reached)
+        pool = at_rung or first
+        value = statistics.median(pool) if pool else math.nan
+        self._baseline = (key, value)
+        return value
+
+    def trial_roi(self, record: TrialRecord, baseline: float | None = None) -> float:
+        """Δmetric of the trial's best over the sweep's baseline × business value ÷ its dollars
+        (negative when the trial never beat what a typical trial had at the first rung)."""
         if not record.history:
             return math.nan
-        baseline = self.spec.baseline_metric
         if baseline is None:
-            baseline = record.history[0][2]
+            baseline = self.sweep_baseline()
         delta = improvement(baseline, self.best_metric(record), self.spec.mode)
         return roi(delta, self.spec.business_value_usd, self.cost_usd(record))
 
     def to_frame(self) -> pd.DataFrame:
         """The trial cost table: one row per trial, one ``hp.<name>`` column per hyperparameter."""
         metric = self.spec.metric
+        baseline = self.sweep_baseline()
         rows = []
         for r in self.trials.values():
             dh = device_hours(r.seconds, r.devices)
@@ -327,7 +358,7 @@ class Ledger:
                     f"best_{metric}": self.best_metric(r),
                     f"last_{metric}": r.history[-1][2] if r.history else math.nan,
                     **{f"last_{k}": v for k, v in r.last_metrics.items() if k != metric},
-                    "roi": self.trial_roi(r),
+                    "roi": self.trial_roi(r, baseline),
                     **{f"hp.{k}": _cell(v) for k, v in r.config.items()},
                 }
             )

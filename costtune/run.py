@@ -31,6 +31,8 @@ def ledger_spec(config: SweepConfig) -> LedgerSpec:
         business_value_usd=config.cost.business_value_usd,
         baseline_metric=config.cost.baseline_metric,
         max_epochs=config.max_epochs,
+        # the first rung: where every trial has had the same chance to show what it is
+        baseline_epoch=min(config.scheduler.grace_epochs, config.max_epochs),
     )
 
 

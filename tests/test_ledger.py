@@ -49,8 +49,10 @@ def test_ledger_rows_meter_cost_and_roi() -> None:
     assert frame.loc["b", "gpu_hours"] == pytest.approx(2.0)
     assert frame.loc["b", "best_val_loss"] == pytest.approx(0.4)
     assert frame.loc["b", "last_val_loss"] == pytest.approx(0.45)
-    # ROI against the trial's first report: (0.8 - 0.4) × $100 / $5
-    assert frame.loc["b", "roi"] == pytest.approx(8.0)
+    # ROI against the sweep's baseline, the median first report (0.9, 0.8 → 0.85):
+    # (0.85 - 0.4) × $100 / $5 for b, (0.85 - 0.7) × $100 / $10 for a
+    assert frame.loc["b", "roi"] == pytest.approx(9.0)
+    assert frame.loc["a", "roi"] == pytest.approx(1.5)
     assert frame.loc["a", "stop_reason"] == "rung_pruned"
     assert frame.loc["b", "hp.lr"] == 0.01
 
@@ -217,3 +219,30 @@ def test_extra_seconds_charge_a_hung_trial_until_it_was_ended(tmp_path) -> None:
     ledger.record_result("a", epoch=1, seconds=3600, metrics={"val_loss": 0.5}, device_kind="gpu", devices=1)
     ledger.end("a", status="TERMINATED", stop_reason="trial_time_cap", extra_seconds=3600)
     assert Ledger(SPEC, tmp_path).cost_usd(Ledger(SPEC, tmp_path).trials["a"]) == pytest.approx(5.0)
+
+
+def test_roi_never_ranks_a_bad_start_that_stayed_bad_first() -> None:
+    """The report's finding: ROI over a trial's own first report ranked the worst trial
+    (awful start, pruned cheaply at a poor loss) first. Against the sweep's first-rung median
+    it is negative, and the best trial ranks ahead of it."""
+    spec = LedgerSpec(metric="val_loss", mode="min", cost_model=CostModel(), baseline_epoch=5)
+    ledger = Ledger(spec)
+
+    def trial(trial_id: str, losses: list[float]) -> None:
+        for epoch, loss in enumerate(losses, start=1):
+            ledger.record_result(
+                trial_id, epoch=epoch, seconds=60.0 * epoch, metrics={"val_loss": loss},
+                device_kind="gpu", devices=1,
+            )  # fmt: skip
+
+    trial("bad", [9.0, 5.0, 3.0, 2.0, 1.68])  # pruned at the first rung (epoch 5)
+    for i, start in enumerate([2.3, 2.2, 2.4]):
+        trial(f"mid{i}", [start, 1.0, 0.6, 0.4, 0.3])
+    trial("best", [2.3, 0.9, 0.5, 0.3, 0.2, *[0.2 - 0.01 * k for k in range(1, 16)]])  # 20 epochs
+    assert ledger.sweep_baseline() == pytest.approx(0.3)  # median at epoch 5
+    frame = ledger.to_frame().sort_values("roi", ascending=False)
+    assert frame.iloc[-1]["trial_id"] == "bad" and frame.iloc[-1]["roi"] < 0
+    ranks = list(frame["trial_id"])
+    assert ranks.index("best") < ranks.index("bad")
+    fixed = Ledger(LedgerSpec(metric="val_loss", mode="min", cost_model=CostModel(), baseline_metric=3.0))
+    assert fixed.sweep_baseline() == 3.0
