@@ -377,6 +377,8 @@ def _run(
         from costtune.progress import progress_callback
 
         callbacks.append(progress_callback(ledger, config.num_samples))
+    if config.tracking.mlflow is not None:
+        callbacks.append(_mlflow_live(config, out, stop_reason_of))
     callbacks.extend(extra_callbacks)  # after the ledger's: they see the cost fields it adds
 
     param_space = {
@@ -418,6 +420,28 @@ def _run(
         ),
     )
     return _fit_and_write(tuner, config, ledger, out)
+
+
+def _mlflow_live(config: SweepConfig, out: Path, stop_reason_of: Callable[[str], str | None]) -> Any:
+    from costtune.schedulers.callbacks import MlflowCallback
+    from costtune.tracking import MlflowLive, default_tracking_uri
+
+    try:
+        import mlflow  # noqa: F401
+    except ImportError:
+        raise ConfigError(
+            "tracking.mlflow: MLflow is not installed (pip install 'costtune[mlflow]')"
+        ) from None
+    settings = config.tracking.mlflow
+    assert settings is not None
+    live = MlflowLive(
+        experiment=settings.experiment or config.name,
+        tracking_uri=settings.tracking_uri or default_tracking_uri(out),
+        run_dir=out,
+        hyperparameters=list(config.search_space),
+        stop_reason_of=stop_reason_of,
+    )
+    return MlflowCallback(live)
 
 
 def trial_resources(config: SweepConfig) -> dict[str, float]:
@@ -466,12 +490,6 @@ def _fit_and_write(tuner: Any, config: SweepConfig, ledger: Ledger, out: Path) -
         if failure is None:
             failure = f"tables: cannot write to {out}: {exc.strerror}; the ledger is kept"
         summary = ledger.summary()
-    if config.tracking.mlflow is not None and failure is None:
-        from costtune.tracking import log_to_mlflow
-
-        log_to_mlflow(
-            ledger, out, config.tracking.mlflow.experiment or config.name, config.tracking.mlflow.tracking_uri
-        )
     result = SweepResult(
         output_dir=out, ledger=ledger, summary=summary, wall_seconds=wall, interrupted=was_interrupted
     )

@@ -1,15 +1,18 @@
 """Experiment trackers: every trial of a run as an MLflow run (extra ``[mlflow]``).
 
-Logged from the ledger after (or during a resume of) a sweep, so the same call also
-exports an interrupted run or an old one: hyperparameters as params, every reported metric
-per epoch, and the metered ``cost_usd`` / ``gpu_hours`` / ``device_hours`` per epoch and in
-total, with the stop reason as a tag.
+:class:`MlflowLive` logs while the sweep runs (``tracking.mlflow`` in a config);
+:func:`log_to_mlflow` exports a finished, interrupted or old run from its ledger. Both log
+hyperparameters as params, every reported metric per epoch, and the metered ``cost_usd`` /
+``gpu_hours`` / ``device_hours`` per epoch, with the stop reason as a tag.
 """
 
 from __future__ import annotations
 
 import os
+import time
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from costtune.cost import device_hours
 from costtune.errors import ConfigError
@@ -70,3 +73,147 @@ def log_to_mlflow(
         client.set_terminated(run_id, status="FAILED" if record.status == "ERROR" else "FINISHED")
         ids.append(run_id)
     return ids
+
+
+class MlflowLive:
+    """Logs a sweep to MLflow while it runs (a Ray Tune callback; see :func:`mlflow_callback`).
+
+    One parent run per sweep (found again on ``--resume`` by its ``costtune.run_dir`` tag), one
+    child run per trial with its hyperparameters as params, every reported metric and the
+    trial's ``cost_usd`` / ``device_hours`` / ``gpu_hours`` so far at each epoch (step = epoch,
+    the result's own timestamp), and its stop reason as a tag when it ends. The parent carries
+    the sweep's running totals.
+    """
+
+    def __init__(
+        self,
+        experiment: str,
+        tracking_uri: str,
+        run_dir: Path,
+        hyperparameters: list[str],
+        stop_reason_of: Callable[[str], str | None] | None = None,
+    ) -> None:
+        self.experiment = experiment
+        self.tracking_uri = tracking_uri
+        self.run_dir = str(run_dir)
+        self.hyperparameters = hyperparameters
+        self.stop_reason_of = stop_reason_of or (lambda _trial_id: None)
+        self._client: Any = None
+        self._parent: str | None = None
+        self._children: dict[str, str] = {}
+        self._spent: dict[str, float] = {}
+
+    def __getstate__(self) -> dict[str, Any]:
+        # Tune pickles its callbacks; the client holds a store connection, the run ids are
+        # looked up again (by tag) where the sweep continues
+        return {**self.__dict__, "_client": None, "_parent": None, "_children": {}}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        from costtune.rundir import relocated
+
+        self.__dict__.update(state)
+        self.run_dir = str(relocated(Path(self.run_dir), is_run_dir=True))
+
+    # ------------------------------------------------------------------ MLflow
+    def _mlflow(self) -> Any:
+        if self._client is None:
+            from mlflow.tracking import MlflowClient
+
+            if self.tracking_uri.startswith("file:"):
+                os.environ.setdefault("MLFLOW_ALLOW_FILE_STORE", "true")
+            self._client = MlflowClient(tracking_uri=self.tracking_uri)
+        return self._client
+
+    def _experiment_id(self) -> str:
+        client = self._mlflow()
+        found = client.get_experiment_by_name(self.experiment)
+        return str(found.experiment_id if found else client.create_experiment(self.experiment))
+
+    def _parent_run(self) -> str:
+        if self._parent is None:
+            client = self._mlflow()
+            experiment_id = self._experiment_id()
+            where = f"tags.`costtune.run_dir` = '{_quoted(self.run_dir)}' and tags.`costtune.role` = 'sweep'"
+            found = client.search_runs([experiment_id], filter_string=where, max_results=1)
+            if found:
+                self._parent = found[0].info.run_id
+                client.update_run(self._parent, status="RUNNING")
+            else:
+                run = client.create_run(
+                    experiment_id,
+                    run_name=Path(self.run_dir).name,
+                    tags={"costtune.run_dir": self.run_dir, "costtune.role": "sweep"},
+                )
+                self._parent = str(run.info.run_id)
+        return self._parent
+
+    def _child_run(self, trial: Any) -> str:
+        trial_id = trial.trial_id
+        if trial_id not in self._children:
+            client = self._mlflow()
+            parent = self._parent_run()
+            experiment_id = self._experiment_id()
+            where = (
+                f"tags.`mlflow.parentRunId` = '{parent}' and tags.`costtune.trial_id` = '{_quoted(trial_id)}'"
+            )
+            found = client.search_runs([experiment_id], filter_string=where, max_results=1)
+            if found:
+                self._children[trial_id] = found[0].info.run_id
+            else:
+                run = client.create_run(
+                    experiment_id,
+                    run_name=trial_id,
+                    tags={"mlflow.parentRunId": parent, "costtune.trial_id": trial_id},
+                )
+                self._children[trial_id] = str(run.info.run_id)
+                params = {k: str(trial.config.get(k)) for k in self.hyperparameters}
+                from mlflow.entities import Param
+
+                client.log_batch(self._children[trial_id], params=[Param(k, v) for k, v in params.items()])
+        return self._children[trial_id]
+
+    # ------------------------------------------------------------------ Tune's hooks
+    def on_trial_result(self, trial: Any, result: dict[str, Any]) -> None:
+        from mlflow.entities import Metric
+
+        run_id = self._child_run(trial)
+        step = int(result.get("training_iteration", 0))
+        stamp = int(float(result.get("timestamp", time.time())) * 1000)
+        metrics = [
+            Metric(k, float(v), stamp, step)
+            for k, v in result.items()
+            if k not in _NOT_METRICS and isinstance(v, int | float) and not isinstance(v, bool) and v == v
+        ]
+        self._mlflow().log_batch(run_id, metrics=metrics)
+        if "cost_usd" in result:
+            self._spent[trial.trial_id] = float(result["cost_usd"])
+            total = sum(self._spent.values())
+            self._mlflow().log_batch(
+                self._parent_run(), metrics=[Metric("sweep_cost_usd", total, stamp, len(self._spent))]
+            )
+
+    def on_trial_end(self, trial: Any, failed: bool) -> None:
+        client = self._mlflow()
+        run_id = self._child_run(trial)
+        reason = "error" if failed else (self.stop_reason_of(trial.trial_id) or "completed")
+        client.set_tag(run_id, "costtune.stop_reason", reason)
+        client.set_terminated(run_id, status="FAILED" if failed else "FINISHED")
+
+    def on_experiment_end(self) -> None:
+        if self._parent is not None:
+            self._mlflow().set_terminated(self._parent, status="FINISHED")
+
+
+def _quoted(value: str) -> str:
+    return value.replace("\\", "\\\\").replace("'", "\\'")  # inside an MLflow filter's '...'
+
+
+#: Ray's bookkeeping fields: not metrics of the trial
+_NOT_METRICS = frozenset(
+    {
+        "training_iteration", "timestamp", "time_this_iter_s", "time_total_s", "time_since_restore",
+        "iterations_since_restore", "pid", "done", "should_checkpoint", "timesteps_total",
+        "episodes_total", "timesteps_since_restore", "date", "hostname", "node_ip", "trial_id",
+        "experiment_tag", "checkpoint_dir_name",
+    }
+)  # fmt: skip

@@ -194,3 +194,23 @@ def _exists(checkpoint: Any) -> bool:
     from ray.train._internal.storage import _exists_at_fs_path
 
     return bool(_exists_at_fs_path(checkpoint.filesystem, checkpoint.path))
+
+
+class MlflowCallback(Callback):
+    """Ray Tune's side of :class:`costtune.tracking.MlflowLive` (placed after the
+    :class:`LedgerCallback`, whose cost fields it logs with every result)."""
+
+    def __init__(self, live: Any) -> None:
+        self.live = live
+
+    def on_trial_result(self, iteration: int, trials: list, trial: Any, result: dict, **info: Any) -> None:
+        self.live.on_trial_result(trial, result)
+
+    def on_trial_complete(self, iteration: int, trials: list, trial: Any, **info: Any) -> None:
+        self.live.on_trial_end(trial, failed=False)
+
+    def on_trial_error(self, iteration: int, trials: list, trial: Any, **info: Any) -> None:
+        self.live.on_trial_end(trial, failed=True)
+
+    def on_experiment_end(self, trials: list, **info: Any) -> None:
+        self.live.on_experiment_end()
