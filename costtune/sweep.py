@@ -7,7 +7,9 @@ from __future__ import annotations
 
 import ast
 import contextlib
+import functools
 import importlib
+import inspect
 import itertools
 import json
 import logging
@@ -80,6 +82,7 @@ def resolve_trainable(reference: str, config_dir: Path | None = None) -> Callabl
     fn = getattr(module, attr, None)
     if not callable(fn):
         raise ConfigError(f"trainable.name: {module_name!r} has no function {attr!r}")
+    check_trainable(fn, f"trainable.name: {reference}")
     source = getattr(module, "__file__", None)
     top_name = module_name.partition(".")[0]
     if (
@@ -92,6 +95,20 @@ def resolve_trainable(reference: str, config_dir: Path | None = None) -> Callabl
 
         ray.cloudpickle.register_pickle_by_value(sys.modules[top_name])
     return fn
+
+
+def check_trainable(fn: Any, where: str) -> None:
+    """Ray Tune runs a Python function (``def train(config)``) or a ``tune.Trainable`` subclass;
+    anything else (a builtin such as ``os.system``, another class) fails every trial."""
+    if inspect.isfunction(fn) or inspect.ismethod(fn) or isinstance(fn, functools.partial):
+        return
+    if isinstance(fn, type):
+        from ray.tune import Trainable
+
+        if issubclass(fn, Trainable):
+            return
+        raise ConfigError(f"{where} is a class, not a function trainable or a ray.tune.Trainable subclass")
+    raise ConfigError(f"{where} is a {type(fn).__name__}, not a Python function taking the trial's config")
 
 
 SOURCE_FILE = "source.json"
@@ -168,6 +185,7 @@ def run_sweep(
             config = trainable
     elif isinstance(trainable, str) or callable(trainable):
         if callable(trainable):
+            check_trainable(trainable, "run_sweep: trainable")
             function = trainable
         config = config_from_function(trainable, search_space, settings)
     else:

@@ -181,3 +181,16 @@ def test_a_search_space_beside_the_config_or_in_the_library_still_loads(tmp_path
     (configs / "space.yaml").write_text("lr: {type: loguniform, low: 1.0e-4, high: 1.0e-1}\n")
     assert set(load_config(_config(configs, "space.yaml")).search_space) == {"lr"}
     assert load_config(_config(configs, "mlp.yaml")).search_space  # search_spaces/mlp.yaml
+
+
+def test_a_trainable_that_is_not_a_function_is_refused_before_anything_starts(tmp_path) -> None:
+    for reference, what in [("os:system", "builtin_function_or_method"), ("collections:OrderedDict", "a class")]:
+        config = {**VALID, "name": "bad", "trainable": {"name": reference}, "metric": "loss"}
+        path = tmp_path / "bad.yaml"
+        path.write_text(yaml.safe_dump(config))
+        out = tmp_path / "run"
+        result = CliRunner().invoke(main, ["sweep", str(path), "--output", str(out), "--no-progress"])
+        assert result.exit_code == 2, result.output
+        assert result.output.strip().splitlines() == [result.output.strip()]  # one line
+        assert f"trainable.name: {reference} is" in result.output and what in result.output
+        assert not out.exists()
