@@ -184,7 +184,10 @@ def test_a_search_space_beside_the_config_or_in_the_library_still_loads(tmp_path
 
 
 def test_a_trainable_that_is_not_a_function_is_refused_before_anything_starts(tmp_path) -> None:
-    for reference, what in [("os:system", "builtin_function_or_method"), ("collections:OrderedDict", "a class")]:
+    for reference, what in [
+        ("os:system", "builtin_function_or_method"),
+        ("collections:OrderedDict", "a class"),
+    ]:
         config = {**VALID, "name": "bad", "trainable": {"name": reference}, "metric": "loss"}
         path = tmp_path / "bad.yaml"
         path.write_text(yaml.safe_dump(config))

@@ -33,8 +33,10 @@ def _running_with_epochs(events: list[dict], epochs: int) -> bool:
     return any(e["event"] == "result" and e["trial_id"] not in ended and e["epoch"] >= epochs for e in events)
 
 
-def _killed_run(tmp_path: Path, name: str, ended: int = 2, running_epochs: int = 0) -> Path:
-    """A real sweep driven by the CLI, SIGKILLed (driver and its Ray) once ``ended`` trials ended."""
+def _started_sweep(
+    tmp_path: Path, name: str, output: int = subprocess.DEVNULL
+) -> tuple[subprocess.Popen, Path]:
+    """A real sweep driven by the CLI in a session of its own (its Ray instance with it)."""
     config = {**SMALL, "name": name, "max_epochs": 9, "num_samples": 6}
     path = tmp_path / f"{name}.yaml"
     path.write_text(yaml.safe_dump(config))
@@ -43,11 +45,18 @@ def _killed_run(tmp_path: Path, name: str, ended: int = 2, running_epochs: int =
         [sys.executable, "-m", "costtune.cli", "sweep", str(path), "--output", str(run), "--no-progress"],
         cwd=REPO,
         start_new_session=True,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
+        stdout=output,
+        stderr=output,
+        text=True,
         env={**os.environ, "RAY_AUTH_MODE": "disabled"},
     )
-    deadline = time.monotonic() + 120
+    return driver, run
+
+
+def _wait_for(run: Path, ended: int = 2, running_epochs: int = 0, timeout: float = 300) -> bool:
+    """Until ``ended`` trials ended and one still running has ``running_epochs`` epochs (True),
+    or the sweep ended first, or ``timeout`` (False)."""
+    deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if (run / "ledger.jsonl").exists():
             try:
@@ -57,11 +66,24 @@ def _killed_run(tmp_path: Path, name: str, ended: int = 2, running_epochs: int =
             if sum(e["event"] == "end" for e in events) >= ended and (
                 not running_epochs or _running_with_epochs(events, running_epochs)
             ):
-                break
+                return True
+            if len({e["trial_id"] for e in events if e["event"] == "end"}) >= 6:
+                return False  # the sweep ended first (a loaded machine)
         time.sleep(0.1)
+    return False
+
+
+_NEVER = "the sweep never had the ended and running trials the test needs (it ended first, or timed out)"
+
+
+def _killed_run(tmp_path: Path, name: str, ended: int = 2, running_epochs: int = 0) -> Path:
+    """A real sweep, SIGKILLed (driver and its Ray) once ``ended`` trials ended."""
+    driver, run = _started_sweep(tmp_path, name)
+    reached = _wait_for(run, ended, running_epochs)
     os.killpg(driver.pid, signal.SIGKILL)  # the driver and the Ray instance it started
     driver.wait()
     _wait_for_session_to_die(driver.pid)
+    assert reached, _NEVER
     return run
 
 
@@ -204,24 +226,11 @@ def test_a_resume_survives_checkpoints_that_vanished_after_tunes_last_snapshot(
 def test_ctrl_c_exits_130_with_costtune_hint_and_resume_continues_the_paused_trials(
     ray_session, tmp_path
 ) -> None:
-    config = {**SMALL, "name": "ctrlc", "max_epochs": 9, "num_samples": 6}
-    path = tmp_path / "ctrlc.yaml"
-    path.write_text(yaml.safe_dump(config))
-    run = tmp_path / "ctrlc"
-    driver = subprocess.Popen(
-        [sys.executable, "-m", "costtune.cli", "sweep", str(path), "--output", str(run), "--no-progress"],
-        cwd=REPO,
-        start_new_session=True,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        env={**os.environ, "RAY_AUTH_MODE": "disabled"},
-    )
-    deadline = time.monotonic() + 120
-    while time.monotonic() < deadline:
-        if (run / "ledger.jsonl").exists() and sum(e["event"] == "end" for e in _events(run)) >= 2:
-            break
-        time.sleep(0.2)
+    driver, run = _started_sweep(tmp_path, "ctrlc", output=subprocess.PIPE)
+    if not _wait_for(run, ended=2, running_epochs=1):
+        os.killpg(driver.pid, signal.SIGKILL)
+        driver.wait()
+        pytest.fail(_NEVER)
     driver.send_signal(signal.SIGINT)  # Ctrl-C: the terminal signals the driver
     stdout, stderr = driver.communicate(timeout=120)
     _wait_for_session_to_die(driver.pid)
