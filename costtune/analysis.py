@@ -6,7 +6,7 @@ Pure functions of a :class:`~costtune.ledger.Ledger` (pandas at most; no Ray, no
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from costtune.cost import improvement
 from costtune.ledger import Ledger, TrialRecord
@@ -97,13 +97,27 @@ def elbow(ledger: Ledger, record: TrialRecord, window: int = 3, min_roi: float |
     return Elbow(record.trial_id, at.epoch, at.best_so_far, at.usd, points[-1].usd - at.usd, threshold)
 
 
-def zone_summary(points: list[EpochPoint]) -> list[EpochPoint]:
-    """The last epoch of each run of equal zones: a few lines that tell the story."""
-    out: list[EpochPoint] = []
-    for i, p in enumerate(points):
-        if i + 1 == len(points) or points[i + 1].zone != p.zone:
-            out.append(p)
-    return out
+def zone_bands(points: list[EpochPoint], elbow_epoch: int) -> list[EpochPoint]:
+    """A trial's epochs as at most three contiguous bands a user can act on: ``high-ROI`` up
+    to the elbow, ``marginal`` up to the last epoch that still improved the best, ``waste``
+    after it. Returns the last point of each non-empty band, relabelled with the band.
+
+    Windowed marginal ROI on a noisy curve flips zones every few epochs (7, 8, 11, 14, …);
+    the bands keep what those flips say in aggregate: where the money stopped paying.
+    """
+    if not points:
+        return []
+    elbow_at = max((i for i, p in enumerate(points) if p.epoch <= elbow_epoch), default=0)
+    gained_at = max(
+        (i for i in range(1, len(points)) if points[i].best_so_far != points[i - 1].best_so_far),
+        default=0,
+    )
+    ends = [(elbow_at, HIGH_ROI)]
+    if gained_at > elbow_at:
+        ends.append((gained_at, MARGINAL))
+    if len(points) - 1 > max(elbow_at, gained_at):
+        ends.append((len(points) - 1, WASTE))
+    return [replace(points[i], zone=zone) for i, zone in ends]
 
 
 def cost_to_target(ledger: Ledger, target: float) -> float | None:

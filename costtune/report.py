@@ -26,7 +26,7 @@ from costtune.analysis import (
     elbow,
     spend_by_band,
     spend_by_stop_reason,
-    zone_summary,
+    zone_bands,
 )
 from costtune.policy import rung_epochs
 from costtune.run import Run
@@ -155,7 +155,7 @@ def build_report(run: Run, min_roi: float | None = None, window: int = 3) -> Rep
     curves = {r.trial_id: curve(ledger, r, window, min_roi) for r in ledger.trials.values()}
     best_id = summary.get("best_trial_id")
     best_elbow = elbow(ledger, ledger.trials[best_id], window, min_roi) if best_id else None
-    zones = zone_summary(curves[best_id]) if best_id else []
+    zones = zone_bands(curves[best_id], best_elbow.epoch) if best_id and best_elbow else []
     return Report(
         run=run,
         summary=summary,
@@ -268,13 +268,31 @@ def plots(report: Report) -> dict[str, bytes]:
     out: dict[str, bytes] = {}
 
     fig, ax = plt.subplots(figsize=(8, 4.5))
-    for points in report.curves.values():
+    best_id = report.summary.get("best_trial_id")
+    for trial_id, points in report.curves.items():
         if not points:
             continue
-        (line,) = ax.plot([p.usd for p in points], [p.metric for p in points], lw=1, alpha=0.8)
+        best = trial_id == best_id
+        (line,) = ax.plot(
+            [p.usd for p in points],
+            [p.metric for p in points],
+            lw=2.0 if best else 1,
+            alpha=1.0 if best else 0.6,
+            color="k" if best else None,
+            label=f"best trial {trial_id}" if best else None,
+            zorder=3 if best else 2,
+        )
         ax.plot(points[-1].usd, points[-1].metric, "x", color=line.get_color())
-    if report.elbow is not None:
-        ax.axvline(report.elbow.usd, color="k", ls="--", lw=0.8, label=f"elbow (epoch {report.elbow.epoch})")
+    if report.elbow is not None:  # the best trial's elbow, on its own curve
+        ax.plot(
+            report.elbow.usd,
+            report.elbow.metric,
+            "o",
+            color="tab:red",
+            zorder=4,
+            label=f"its elbow (epoch {report.elbow.epoch})",
+        )
+    if best_id is not None:
         ax.legend()
     ax.set_xlabel("cumulative dollars of the trial")
     ax.set_ylabel(metric)
