@@ -41,7 +41,7 @@ def main() -> None:
 
     \b
     Start with the embedded default (digits, CPU, about a minute):
-      costtune sweep experiments/digits.yaml
+      costtune sweep --example digits        (the same as: costtune sweep experiments/digits.yaml)
       costtune report runs/digits-<timestamp> --html report.html
       costtune compare RUN_A RUN_B
     """
@@ -56,6 +56,13 @@ def main() -> None:
     type=click.Path(path_type=Path),
     default=None,
     help="Continue the interrupted sweep in this run directory (no CONFIG needed).",
+)
+@click.option(
+    "--example",
+    default=None,
+    metavar="NAME",
+    help="Run a config shipped with costtune instead of CONFIG: digits (the embedded default: "
+    "a real sweep on scikit-learn's digits, CPU, about a minute) or digits_long.",
 )
 @click.option(
     "--output",
@@ -97,6 +104,7 @@ def sweep(
     config: Path | None,
     allow_paths: tuple[Path, ...],
     resume_dir: Path | None,
+    example: str | None,
     output: Path | None,
     seed: int | None,
     address: str | None,
@@ -111,6 +119,15 @@ def sweep(
     """
     from costtune.config import load_config
 
+    if example is not None:
+        if config is not None or resume_dir is not None:
+            _fail("--example: runs a shipped config; give it without CONFIG or --resume", EXIT_USAGE)
+        from costtune.config import example_config
+
+        try:
+            config = example_config(example)
+        except ConfigError as exc:
+            _fail(str(exc), EXIT_USAGE)
     if resume_dir is not None:
         if config is not None or output is not None or seed is not None:
             _fail("--resume: takes the run directory alone (its config.yaml is reused)", EXIT_USAGE)

@@ -19,8 +19,28 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from costtune.cost import CostModel
 from costtune.errors import ConfigError
 
-#: Where ``search_space: NAME.yaml`` is also looked up: the repository's library.
-SEARCH_SPACE_LIBRARY = Path(__file__).resolve().parent.parent / "search_spaces"
+
+def _shipped(installed: str, in_repository: str) -> Path:
+    """A data folder of the package: inside it when installed from a wheel, at the top of the
+    repository in a checkout (pyproject.toml maps one onto the other)."""
+    package = Path(__file__).resolve().parent
+    inside = package / installed
+    return inside if inside.is_dir() else package.parent / in_repository
+
+
+#: Where ``search_space: NAME.yaml`` is also looked up: the library shipped with costtune.
+SEARCH_SPACE_LIBRARY = _shipped("search_spaces", "search_spaces")
+#: The ready sweep configs (``costtune sweep --example NAME``); ``digits`` is the embedded default.
+EXAMPLES_DIR = _shipped("examples", "experiments")
+
+
+def example_config(name: str) -> Path:
+    """The shipped example ``name`` (``digits``, ``digits_long``); one line if there is none."""
+    path = EXAMPLES_DIR / f"{name}.yaml"
+    if not re.fullmatch(r"[A-Za-z0-9_-]+", name) or not path.is_file():
+        known = ", ".join(sorted(p.stem for p in EXAMPLES_DIR.glob("*.yaml")))
+        raise ConfigError(f"--example: no example {name!r}; the shipped ones are {known}")
+    return path
 
 
 #: what the built-in ``amp`` trainable reads, from ``trainable.args`` or ``search_space``:
