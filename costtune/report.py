@@ -15,7 +15,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import pandas as pd
+from rich import box
 from rich.console import Console
+from rich.measure import Measurement
 from rich.table import Table
 
 from costtune.analysis import (
@@ -63,19 +65,33 @@ def sort_trials(frame: pd.DataFrame, metric: str, mode: str, by: str = "metric")
 
 
 def cost_table(
-    frame: pd.DataFrame, metric: str, mode: str, limit: int | None = 20, by: str = "metric"
+    frame: pd.DataFrame,
+    metric: str,
+    mode: str,
+    limit: int | None = 20,
+    by: str = "metric",
+    hyperparameters: list[str] | None = None,
+    compact: bool = False,
 ) -> Table:
-    """The trial cost table as a rich table."""
+    """The trial cost table as a rich table (``hyperparameters``: the ``hp.*`` columns to
+    show, default all; ``compact``: no vertical rules)."""
     title = {"metric": "best first", "cost": "most expensive first", "roi": "highest ROI first"}[by]
-    table = Table(title=f"Trials ({title})", show_lines=False)
-    hp_columns = [c for c in frame.columns if c.startswith("hp.")]
+    table = Table(
+        title=f"Trials ({title})",
+        box=box.SIMPLE_HEAD if compact else box.HEAVY_HEAD,
+        collapse_padding=compact,
+        pad_edge=not compact,
+    )
+    hp_columns = (
+        [c for c in frame.columns if c.startswith("hp.")] if hyperparameters is None else hyperparameters
+    )
     headers = ["trial", "stop reason", "epochs", "device-h", "cost", f"best {metric}", "roi"]
     for name in [*headers, *(c[3:] for c in hp_columns)]:
-        table.add_column(name, justify="left" if name in ("trial", "stop reason") else "right")
+        table.add_column(name, justify="left" if name in ("trial", "stop reason") else "right", no_wrap=True)
     if frame.empty:
         return table
-    ordered = sort_trials(frame, metric, mode, by)
-    for _, row in (ordered if limit is None else ordered.head(limit)).iterrows():
+    ordered = _shown(frame, metric, mode, limit, by)
+    for _, row in ordered.iterrows():
         table.add_row(
             str(row["trial_id"]),
             str(row["stop_reason"] if isinstance(row["stop_reason"], str) else "interrupted"),
@@ -86,9 +102,60 @@ def cost_table(
             _fmt(row["roi"], 3),
             *(_fmt(row[c], 3) for c in hp_columns),
         )
-    if limit is not None and len(ordered) > limit:
-        table.caption = f"… and {len(ordered) - limit} more trials in trials.csv"
+    if limit is not None and len(frame) > limit:
+        table.caption = f"… and {len(frame) - limit} more trials in trials.csv"
     return table
+
+
+def _shown(frame: pd.DataFrame, metric: str, mode: str, limit: int | None, by: str) -> pd.DataFrame:
+    ordered = sort_trials(frame, metric, mode, by)
+    return ordered if limit is None else ordered.head(limit)
+
+
+def hyperparameter_table(
+    frame: pd.DataFrame,
+    metric: str,
+    mode: str,
+    columns: list[str],
+    limit: int | None = 20,
+    by: str = "metric",
+) -> Table:
+    """The ``hp.*`` columns of the same trials, in the same order, beside their trial ids."""
+    table = Table(
+        title="Hyperparameters (same order)", box=box.SIMPLE_HEAD, collapse_padding=True, pad_edge=False
+    )
+    table.add_column("trial", no_wrap=True)
+    for c in columns:
+        table.add_column(c[3:], justify="right", no_wrap=True)
+    if not frame.empty:
+        for _, row in _shown(frame, metric, mode, limit, by).iterrows():
+            table.add_row(str(row["trial_id"]), *(_fmt(row[c], 3) for c in columns))
+    return table
+
+
+def cost_tables(
+    frame: pd.DataFrame, metric: str, mode: str, console: Console, limit: int | None = 20, by: str = "metric"
+) -> list[Table]:
+    """The cost table in as many tables as the console's width needs: all in one when it
+    fits; otherwise the costs, then the hyperparameters in tables of as many as fit."""
+    width = console.width
+
+    def fits(table: Table) -> bool:  # drawn at its natural width, no cell squeezed to "0.…"
+        return Measurement.get(console, console.options.update(width=10_000), table).maximum <= width
+
+    whole = cost_table(frame, metric, mode, limit, by)
+    if fits(whole):
+        return [whole]
+    tables = [cost_table(frame, metric, mode, limit, by, hyperparameters=[], compact=True)]
+    chunk: list[str] = []
+    for column in [c for c in frame.columns if c.startswith("hp.")]:
+        if chunk and not fits(hyperparameter_table(frame, metric, mode, [*chunk, column], limit, by)):
+            tables.append(hyperparameter_table(frame, metric, mode, chunk, limit, by))
+            chunk = []
+        chunk.append(column)
+    if chunk:
+        tables.append(hyperparameter_table(frame, metric, mode, chunk, limit, by))
+    return tables
 
 
 def summary_lines(summary: dict[str, Any]) -> list[str]:
@@ -121,7 +188,8 @@ def default_console() -> Console:
 def print_report(frame: pd.DataFrame, summary: dict[str, Any], console: Console | None = None) -> None:
     """The cost table and totals (what ``costtune sweep`` prints at the end)."""
     console = console or default_console()
-    console.print(cost_table(frame, summary["metric"], summary["mode"]))
+    for table in cost_tables(frame, summary["metric"], summary["mode"], console):
+        console.print(table)
     for line in summary_lines(summary):
         console.print(line, highlight=False)
 
@@ -250,7 +318,8 @@ def report_markdown(report: Report, by: str = "metric") -> str:
 def print_full_report(report: Report, console: Console | None = None, by: str = "metric") -> None:
     console = console or default_console()
     s = report.summary
-    console.print(cost_table(report.trials, s["metric"], s["mode"], by=by))
+    for table in cost_tables(report.trials, s["metric"], s["mode"], console, by=by):
+        console.print(table)
     for line in summary_lines(s) + report_lines(report):
         console.print(line, highlight=False)
 

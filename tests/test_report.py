@@ -151,3 +151,30 @@ def test_compare_cli_prints_both_runs_and_the_ratio(small_run, random_full_run) 
     assert frame["cost_ratio"].iloc[0] == 1.0
     single = CliRunner().invoke(main, ["compare", str(small_run.output_dir)])
     assert single.exit_code == 2
+
+
+@pytest.mark.parametrize("width", [80, 100])
+def test_the_final_table_fits_the_terminal_without_squeezing_a_cell(small_run, width) -> None:
+    """In an 80-column terminal every cell read "0.…"; the hyperparameters now move to
+    tables of their own (as many as fit), in the same trial order."""
+    import io
+
+    from rich.console import Console
+
+    from costtune.report import print_report
+
+    frame = small_run.trials.copy()
+    for i in range(8):  # a wide search space
+        frame[f"hp.extra_parameter_{i}"] = 0.000123 * (i + 1)
+    buffer = io.StringIO()
+    print_report(frame, small_run.summary, Console(file=buffer, width=width, force_terminal=False))
+    lines = buffer.getvalue().splitlines()
+    assert all(len(line) <= width for line in lines)
+    table_text = buffer.getvalue().split("trials:")[0]
+    assert "…" not in table_text.replace("… and", "")  # no cell cut short
+    assert "Hyperparameters (same order)" in table_text
+    for trial_id in frame["trial_id"]:
+        assert table_text.count(trial_id) >= 2  # in the cost table and beside its hyperparameters
+    wide = io.StringIO()
+    print_report(small_run.trials, small_run.summary, Console(file=wide, width=250, force_terminal=False))
+    assert "Hyperparameters" not in wide.getvalue()  # one table where it fits
