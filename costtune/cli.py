@@ -295,22 +295,49 @@ def compare(run_dirs: tuple[Path, ...], target: float | None, fmt: str) -> None:
         rp.default_console().print(rp.compare_table(frame))
 
 
-def _estimate_for(cfg: Any, calibrate: bool, calibrate_trials: int) -> Any:
+def _estimate_for(cfg: Any, calibrate: bool, calibrate_trials: int, from_run: Path | None = None) -> Any:
     from costtune.estimate import estimate as make_estimate
 
-    if calibrate:
+    if calibrate and from_run is not None:
+        raise ConfigError("--from-run: measures from a finished run; give it without --calibrate")
+    measured, source = None, ""
+    if from_run is not None:
+        from costtune.results import load_run
+        from costtune.sweep import calibration_of
+
+        try:
+            past = load_run(from_run)
+        except ConfigError as exc:
+            raise ConfigError(f"--from-run: {str(exc).removeprefix('run: ')}") from None
+        measured = calibration_of(past.ledger)
+        if measured is None:
+            raise ConfigError(f"--from-run: {from_run} has no metered epochs to measure")
+        source = f"mean of {measured.samples} epochs metered in {from_run}"
+    elif calibrate:
         from costtune.sweep import calibrate_epoch_seconds
 
         click.echo(f"calibrating: {calibrate_trials} short trials on this machine ...", err=True)
         measured = calibrate_epoch_seconds(cfg, trials=calibrate_trials)
-        return make_estimate(
-            cfg,
-            measured.mean_seconds,
-            source=f"mean of {measured.samples} epochs timed on this machine",
-            worst_epoch_seconds=measured.max_seconds,
-            startup_seconds=measured.startup_seconds,
-        )
-    return make_estimate(cfg, source="cost.epoch_seconds")
+        source = f"mean of {measured.samples} epochs timed on this machine"
+    if measured is None:
+        return make_estimate(cfg, source="cost.epoch_seconds")
+    return make_estimate(
+        cfg,
+        measured.mean_seconds,
+        source=source,
+        worst_epoch_seconds=measured.max_seconds,
+        startup_seconds=measured.startup_seconds,
+    )
+
+
+_FROM_RUN = click.option(
+    "--from-run",
+    "from_run",
+    type=click.Path(path_type=Path),
+    default=None,
+    help="Take the seconds per epoch from a finished run's ledger (the same trainable on the same "
+    "hardware) instead of cost.epoch_seconds or new trials.",
+)
 
 
 def _print_estimate(est: Any) -> None:
@@ -333,10 +360,16 @@ def _print_estimate(est: Any) -> None:
     "--calibrate", is_flag=True, help="Time real epochs on this machine instead of cost.epoch_seconds."
 )
 @click.option("--calibrate-trials", type=click.IntRange(1, 64), default=4, show_default=True)
+@_FROM_RUN
 @click.option("--json", "as_json", is_flag=True, help="Print the estimate as JSON.")
 @_ALLOW_PATH
 def estimate(
-    config: Path, calibrate: bool, calibrate_trials: int, as_json: bool, allow_paths: tuple[Path, ...]
+    config: Path,
+    calibrate: bool,
+    calibrate_trials: int,
+    from_run: Path | None,
+    as_json: bool,
+    allow_paths: tuple[Path, ...],
 ) -> None:
     """Worst-case and expected cost of CONFIG's sweep, before it runs.
 
@@ -348,7 +381,7 @@ def estimate(
 
     try:
         cfg = load_config(config, allow_paths=allow_paths)
-        est = _estimate_for(cfg, calibrate, calibrate_trials)
+        est = _estimate_for(cfg, calibrate, calibrate_trials, from_run)
     except ConfigError as exc:
         _fail(str(exc), EXIT_USAGE)
     if as_json:
@@ -381,6 +414,7 @@ def estimate(
     "--calibrate", is_flag=True, help="Time real epochs on this machine instead of cost.epoch_seconds."
 )
 @click.option("--calibrate-trials", type=click.IntRange(1, 64), default=4, show_default=True)
+@_FROM_RUN
 @click.option("--json", "as_json", is_flag=True, help="Print the verdict as JSON.")
 @_ALLOW_PATH
 def gate(
@@ -390,6 +424,7 @@ def gate(
     max_sweep_cost_usd: float | None,
     calibrate: bool,
     calibrate_trials: int,
+    from_run: Path | None,
     as_json: bool,
     allow_paths: tuple[Path, ...],
 ) -> None:
@@ -403,7 +438,7 @@ def gate(
 
     try:
         cfg = load_config(config, allow_paths=allow_paths)
-        est = _estimate_for(cfg, calibrate, calibrate_trials)
+        est = _estimate_for(cfg, calibrate, calibrate_trials, from_run)
     except ConfigError as exc:
         _fail(str(exc), EXIT_USAGE)
     result = check(cfg, est, max_cost_usd, max_hours, max_sweep_cost_usd)

@@ -729,15 +729,25 @@ def calibrate_epoch_seconds(config: SweepConfig, trials: int = 4, epochs: int = 
     )
     with tempfile.TemporaryDirectory(prefix="costtune-calibrate-") as tmp:
         result = run_sweep(probe, Path(tmp) / "run", approved=True)
-        steps: list[float] = []
-        firsts: list[float] = []
-        for record in result.ledger.trials.values():
-            seconds = [0.0, *(s for _, s, _ in record.history)]
-            diffs = [b - a for a, b in itertools.pairwise(seconds)]
-            firsts.extend(diffs[:1])
-            steps.extend(diffs[1:] if len(diffs) > 1 else diffs)
-    if not steps:
+        measured = calibration_of(result.ledger)
+    if measured is None:
         raise CosttuneError("calibration: the probe trials reported no epochs")
+    return measured
+
+
+def calibration_of(ledger: Ledger) -> Calibration | None:
+    """Epoch times as a run metered them: each trial's epochs after its first (which pays
+    the worker's warm-up) give the steady mean and the slowest; the first ones the start-up.
+    ``None`` if no trial reported an epoch."""
+    steps: list[float] = []
+    firsts: list[float] = []
+    for record in ledger.trials.values():
+        seconds = [0.0, *(s for _, s, _ in record.metric_history)]
+        diffs = [b - a for a, b in itertools.pairwise(seconds)]
+        firsts.extend(diffs[:1])
+        steps.extend(diffs[1:] if len(diffs) > 1 else diffs)
+    if not steps:
+        return None
     mean = sum(steps) / len(steps)
     return Calibration(mean, max(steps), max(0.0, max(firsts) - mean), len(steps))
 

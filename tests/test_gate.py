@@ -14,7 +14,7 @@ from costtune.errors import ConfigError
 from costtune.estimate import estimate, expected_epochs_hyperband, expected_promotions
 from costtune.gate import check
 from costtune.policy import Keep
-from tests.conftest import REPO
+from tests.conftest import REPO, SMALL
 
 APPROVAL = {
     "justification": "64 configurations replicate last quarter's baseline grid",
@@ -194,3 +194,22 @@ def test_every_shipped_example_passes_the_gate_the_readme_recommends_for_ci(exam
     done = CliRunner().invoke(main, ["gate", str(example)])
     assert done.exit_code == 0, done.output
     assert "gate: PASS" in done.output
+
+
+def test_the_estimate_takes_epoch_times_from_a_finished_runs_ledger(small_run, tmp_path) -> None:
+    from costtune.sweep import calibration_of
+
+    config = tmp_path / "same.yaml"
+    config.write_text(yaml.safe_dump(SMALL))
+    done = CliRunner().invoke(
+        main, ["estimate", str(config), "--from-run", str(small_run.output_dir), "--json"]
+    )
+    assert done.exit_code == 0, done.output
+    measured = calibration_of(small_run.ledger)
+    data = json.loads(done.output)
+    assert data["epoch_seconds"] == pytest.approx(measured.mean_seconds)
+    assert f"epochs metered in {small_run.output_dir}" in " ".join(data["assumptions"])
+    gate = CliRunner().invoke(main, ["gate", str(config), "--from-run", str(small_run.output_dir)])
+    assert gate.exit_code == 0, gate.output
+    missing = CliRunner().invoke(main, ["gate", str(config), "--from-run", str(tmp_path / "nothing")])
+    assert missing.exit_code == 2 and missing.output.startswith("costtune: error: --from-run: ")
