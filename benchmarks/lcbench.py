@@ -204,7 +204,10 @@ def parse_variant(method: str) -> tuple[str, dict[str, Any]]:
 
     ``x`` (TPE methods): a trial that ended before epoch 52 is told to TPE as PRUNED with
     its last loss as an intermediate value (Optuna's way), not as a COMPLETE trial.
-    ``m`` (TPE methods): multivariate TPE (``TPESampler(multivariate=True)``).
+    ``m`` / ``u`` (TPE methods, Optuna peers too): multivariate / univariate TPE
+    (``TPESampler(multivariate=True / False)``). costtune's rows default to univariate (as
+    costtune's sweeps); the Optuna peers to Optuna's default, which in Optuna 5 is multivariate
+    for a single objective.
     ``kf`` / ``kc``: rung keep floor / ceil; ``o2``: the outlook rule's optimism κ = 2; ``n6``:
     the outlook rule judges from epoch 6 on (after the first rung at 5).
     """
@@ -214,6 +217,8 @@ def parse_variant(method: str) -> tuple[str, dict[str, Any]]:
         kwargs["tell_pruned"] = True
     if "m" in spec:
         kwargs["multivariate"] = True
+    if "u" in spec:
+        kwargs["multivariate"] = False
     for value in re.findall(r"o([0-9.]+)", spec):
         kwargs["optimism"] = float(value)
     for value in re.findall(r"n([0-9]+)", spec):
@@ -362,8 +367,11 @@ OPTUNA_PRUNERS: dict[str, tuple[str, dict[str, Any]]] = {
 }
 
 
-def run_optuna(task: Task, seed: int, method: str = "optuna-tpe-hb") -> Trace:
-    """Optuna's TPE (default sampler) + a pruner (OPTUNA_PRUNERS) through Optuna's ask/tell."""
+def run_optuna(
+    task: Task, seed: int, method: str = "optuna-tpe-hb", multivariate: bool | None = None
+) -> Trace:
+    """Optuna's TPE (its default sampler, or ``multivariate`` set) + a pruner (OPTUNA_PRUNERS)
+    through Optuna's ask/tell."""
     import optuna
 
     name, kwargs = OPTUNA_PRUNERS[method]
@@ -376,6 +384,7 @@ def run_optuna(task: Task, seed: int, method: str = "optuna-tpe-hb") -> Trace:
         workers=WORKERS,
         optuna_pruner=getattr(optuna.pruners, name)(**kwargs),
         suggest=suggest,
+        multivariate=multivariate,
     )
 
 
@@ -442,10 +451,8 @@ def run_ray(task: Task, seed: int, method: str, stream_length: int = 1500) -> Tr
 
 def run_method(task: Task, seed: int, method: str) -> Trace:
     base, kwargs = parse_variant(method)
-    tpe = {
-        "tell_pruned": bool(kwargs.pop("tell_pruned", False)),
-        "multivariate": bool(kwargs.pop("multivariate", False)),
-    }
+    multivariate = kwargs.pop("multivariate", None)  # None: each side's default (see parse_variant)
+    tpe = {"tell_pruned": bool(kwargs.pop("tell_pruned", False)), "multivariate": bool(multivariate)}
     if base == "grid":
         return task.grid_trace
     if base == "random":
@@ -475,7 +482,7 @@ def run_method(task: Task, seed: int, method: str) -> Trace:
     if base == "costtune-pbt":
         return run_pbt(task, seed)
     if base in OPTUNA_PRUNERS:
-        return run_optuna(task, seed, base)
+        return run_optuna(task, seed, base, multivariate)
     if base in RAY_METHODS:
         return run_ray(task, seed, base)
     if base in PEER_SETTINGS:
@@ -680,12 +687,13 @@ def main() -> None:
         f"{time.perf_counter() - started:.0f} s"
     )
     for method in methods:  # every peer's settings, as run
-        base = parse_variant(method)[0]
+        base, variant = parse_variant(method)
         if base in OPTUNA_PRUNERS:
             name, kwargs = OPTUNA_PRUNERS[base]
-            print(
-                f"  {method}: TPESampler(seed) + {name}({', '.join(f'{k}={v}' for k, v in kwargs.items())})"
+            sampler = {None: "TPESampler(seed)", True: "TPESampler(seed, multivariate=True)"}.get(
+                variant.get("multivariate"), "TPESampler(seed, multivariate=False)"
             )
+            print(f"  {method}: {sampler} + {name}({', '.join(f'{k}={v}' for k, v in kwargs.items())})")
         elif base in PEER_SETTINGS:
             print(f"  {method}: {PEER_SETTINGS[base]}")
     reference = REFERENCE if REFERENCE in methods else methods[0]

@@ -119,12 +119,20 @@ def _configspace(seed: int) -> Any:
 class OptunaPeer:
     """Optuna's TPESampler + a pruner through ask/tell (``suggest`` samples the space)."""
 
-    def __init__(self, pruner: Any, seed: int, suggest: Callable[[Any], dict[str, Any]]) -> None:
+    def __init__(
+        self,
+        pruner: Any,
+        seed: int,
+        suggest: Callable[[Any], dict[str, Any]],
+        multivariate: bool | None = None,
+    ) -> None:
         import optuna
 
         optuna.logging.set_verbosity(optuna.logging.WARNING)
         self._optuna = optuna
-        self.study = optuna.create_study(sampler=optuna.samplers.TPESampler(seed=seed), pruner=pruner)
+        # multivariate None: Optuna's default (in Optuna 5, multivariate for one objective)
+        sampler = optuna.samplers.TPESampler(seed=seed, multivariate=multivariate)
+        self.study = optuna.create_study(sampler=sampler, pruner=pruner)
         self._suggest = suggest
 
     def ask(self) -> tuple[Any, dict[str, Any], int]:
@@ -275,12 +283,13 @@ def run_peer(
     workers: int = 1,
     optuna_pruner: Any = None,
     suggest: Callable[[Any], dict[str, Any]] | None = None,
+    multivariate: bool | None = None,
 ) -> Trace:
     """One run of peer ``name`` (PEER_SETTINGS, or an Optuna pruner with ``suggest``)."""
     with tempfile.TemporaryDirectory() as tmp:
         peer: Peer
         if optuna_pruner is not None and suggest is not None:
-            peer = OptunaPeer(optuna_pruner, seed, suggest)
+            peer = OptunaPeer(optuna_pruner, seed, suggest, multivariate)
         elif name == "dehb":
             peer = DehbPeer(seed, tmp)
         elif name == "smac-hb":

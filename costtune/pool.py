@@ -114,7 +114,9 @@ class TpePool:
         self._unused = {c.config_id: c for c in curves}
         self._pending: dict[str, Any] = {}
         self.study = optuna.create_study(
-            sampler=optuna.samplers.TPESampler(seed=seed, n_startup_trials=n_startup_trials)
+            sampler=optuna.samplers.TPESampler(
+                seed=seed, n_startup_trials=n_startup_trials, multivariate=False
+            )  # as costtune's sweeps and the benchmark's costtune rows
         )
 
     def _params(self, curve: Curve) -> dict[str, Any]:

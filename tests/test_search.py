@@ -27,3 +27,15 @@ def test_searchers_are_seeded_and_respect_the_space(kind) -> None:
         assert 1e-4 <= config["lr"] <= 1e-1
         assert config["depth"] in (1, 2, 3)  # int bounds are inclusive
         assert config["act"] in ("relu", "gelu")
+
+
+def test_the_sweeps_tpe_is_the_one_the_benchmark_figures_were_measured_with() -> None:
+    """benchmarks/lcbench.py's costtune rows ask Optuna's default TPESampler (univariate, 10
+    random start-up trials); the shipped searcher must be that one, or the figures say nothing."""
+    from costtune.config import SearcherConfig
+    from costtune.search import make_searcher
+
+    searcher = make_searcher(SearcherConfig(type="optuna"), "loss", "min", seed=3)
+    sampler = searcher._sampler
+    assert type(sampler).__name__ == "TPESampler"
+    assert sampler._multivariate is False and sampler._n_startup_trials == 10
