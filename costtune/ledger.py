@@ -31,6 +31,19 @@ from costtune.errors import CosttuneError
 LEDGER_FILE = "ledger.jsonl"
 
 
+#: Fields Ray Tune puts in every result: bookkeeping, not the trainable's metrics
+RAY_RESULT_FIELDS = frozenset(
+    {
+        "training_iteration", "timestamp", "time_this_iter_s", "time_total_s", "time_since_restore",
+        "iterations_since_restore", "pid", "done", "should_checkpoint", "timesteps_total",
+        "episodes_total", "timesteps_since_restore", "date", "hostname", "node_ip", "trial_id",
+        "experiment_tag", "checkpoint_dir_name",
+    }
+)  # fmt: skip
+#: The trial's cost so far, which costtune adds to every result (``LedgerCallback``)
+COST_FIELDS = frozenset({"cost_usd", "device_hours", "gpu_hours"})
+
+
 class LedgerWriteError(CosttuneError):
     """The ledger could not be written (a full disk, a lost mount): the sweep must stop,
     since what is not in the ledger is not metered. Every line written before is kept whole."""

@@ -35,6 +35,7 @@ from costtune.gate import GateFailed, GateResult, check
 from costtune.idle import GpuSampler, IdleGpuStopper, NvmlSampler, NvmlUnavailable
 from costtune.ledger import (
     LEDGER_FILE,
+    RAY_RESULT_FIELDS,
     Ledger,
     LedgerWarning,
     LedgerWriteError,
@@ -533,7 +534,7 @@ def _tune_failure(exc: BaseException, config: SweepConfig) -> str:
                 keys = [
                     k
                     for k in ast.literal_eval(reported.group(1))
-                    if not k.startswith("config/") and k not in _RAY_RESULT_FIELDS
+                    if not k.startswith("config/") and k not in RAY_RESULT_FIELDS
                 ]
         return (
             f"metric: the trainable's first result has no {config.metric!r} "
@@ -542,15 +543,6 @@ def _tune_failure(exc: BaseException, config: SweepConfig) -> str:
         )
     lines = [line.strip() for line in text.splitlines() if line.strip()]
     return f"Ray Tune stopped the sweep: {lines[-1] if lines else type(exc).__name__}"
-
-
-_RAY_RESULT_FIELDS = frozenset(
-    {
-        "timestamp", "checkpoint_dir_name", "done", "training_iteration", "trial_id", "date",
-        "time_this_iter_s", "time_total_s", "pid", "hostname", "node_ip", "time_since_restore",
-        "iterations_since_restore", "should_checkpoint",
-    }
-)  # fmt: skip
 
 
 def _first_trial_error(out: Path) -> str:

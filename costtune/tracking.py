@@ -16,7 +16,7 @@ from typing import Any
 
 from costtune.cost import device_hours
 from costtune.errors import ConfigError
-from costtune.ledger import Ledger
+from costtune.ledger import RAY_RESULT_FIELDS, Ledger
 
 
 def default_tracking_uri(run_dir: Path) -> str:
@@ -182,7 +182,10 @@ class MlflowLive:
         metrics = [
             Metric(k, float(v), stamp, step)
             for k, v in result.items()
-            if k not in _NOT_METRICS and isinstance(v, int | float) and not isinstance(v, bool) and v == v
+            if k not in RAY_RESULT_FIELDS
+            and isinstance(v, int | float)
+            and not isinstance(v, bool)
+            and v == v
         ]
         self._mlflow().log_batch(run_id, metrics=metrics)
         if "cost_usd" in result:
@@ -206,14 +209,3 @@ class MlflowLive:
 
 def _quoted(value: str) -> str:
     return value.replace("\\", "\\\\").replace("'", "\\'")  # inside an MLflow filter's '...'
-
-
-#: Ray's bookkeeping fields: not metrics of the trial
-_NOT_METRICS = frozenset(
-    {
-        "training_iteration", "timestamp", "time_this_iter_s", "time_total_s", "time_since_restore",
-        "iterations_since_restore", "pid", "done", "should_checkpoint", "timesteps_total",
-        "episodes_total", "timesteps_since_restore", "date", "hostname", "node_ip", "trial_id",
-        "experiment_tag", "checkpoint_dir_name",
-    }
-)  # fmt: skip

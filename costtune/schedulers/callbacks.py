@@ -11,30 +11,12 @@ from typing import Any
 from ray.tune import Callback
 
 from costtune.cost import device_hours
-from costtune.ledger import Ledger, LedgerWriteError
+from costtune.ledger import COST_FIELDS, RAY_RESULT_FIELDS, Ledger, LedgerWriteError
 from costtune.rundir import disk_full, relocated
 from costtune.schedulers.hyperband import trial_devices
 
-#: Fields Ray fills in every result; everything else numeric is the user's metric.
-_RAY_FIELDS = frozenset(
-    {
-        "time_this_iter_s",
-        "time_total_s",
-        "time_since_restore",
-        "iterations_since_restore",
-        "training_iteration",
-        "timestamp",
-        "pid",
-        "done",
-        "should_checkpoint",
-        "timesteps_total",
-        "episodes_total",
-        "timesteps_since_restore",
-        "cost_usd",  # added by this callback itself (see on_trial_result)
-        "device_hours",
-        "gpu_hours",
-    }
-)
+#: what a result carries besides the trainable's own metrics (the cost fields are this callback's)
+_NOT_METRICS = RAY_RESULT_FIELDS | COST_FIELDS
 
 
 class LedgerCallback(Callback):
@@ -81,7 +63,7 @@ class LedgerCallback(Callback):
         metrics = {
             k: float(v)
             for k, v in result.items()
-            if k not in _RAY_FIELDS and isinstance(v, int | float) and not isinstance(v, bool)
+            if k not in _NOT_METRICS and isinstance(v, int | float) and not isinstance(v, bool)
         }
         record = self.ledger.record_result(
             trial.trial_id,
