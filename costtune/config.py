@@ -6,6 +6,8 @@ error names its YAML path: ``scheduler.eta: must be an integer >= 2, got 1``.
 
 from __future__ import annotations
 
+import csv
+import io
 import json
 import math
 import re
@@ -16,7 +18,7 @@ from typing import Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from costtune.cost import CostModel
+from costtune.cost import CostModel, canonical_device
 from costtune.errors import ConfigError
 
 
@@ -132,8 +134,17 @@ class SchedulerConfig(_Strict):
 
 
 class CostConfig(_Strict):
-    accelerator: str = "A100"
-    prices: dict[str, float] = Field(default_factory=dict)
+    accelerator: str = Field(
+        "A100",
+        description="GPU type a trial is billed as when nothing says where it ran "
+        "(default: resources.accelerator_type when set, else A100)",
+    )
+    capacity: Literal["on_demand", "spot"] = Field("on_demand", description="which price column is paid")
+    prices: dict[str, float | dict[str, float]] = Field(
+        default_factory=dict,
+        description="USD per device-hour by type: a number, or {on_demand: x, spot: y}; "
+        "a cost.price_file is merged in below these",
+    )
     business_value_usd: float = Field(1.0, ge=0, allow_inf_nan=False)
     baseline_metric: float | None = Field(None, allow_inf_nan=False)
     time_field: str = "time_total_s"
@@ -148,7 +159,7 @@ class CostConfig(_Strict):
     )
 
     def cost_model(self) -> CostModel:
-        return CostModel(accelerator=self.accelerator, prices=self.prices)
+        return CostModel(accelerator=self.accelerator, prices=self.prices, capacity=self.capacity)
 
 
 class ResourcesConfig(_Strict):
@@ -247,6 +258,20 @@ class SweepConfig(_Strict):
     tracking: TrackingConfig = TrackingConfig()
     approval: ApprovalConfig | None = None
 
+    @model_validator(mode="before")
+    @classmethod
+    def _billed_as_it_runs(cls, raw: Any) -> Any:
+        """Trials pinned to a GPU type (``resources.accelerator_type``) are billed as that
+        type unless ``cost.accelerator`` says otherwise (which ``_consistent`` refuses)."""
+        if not isinstance(raw, dict):
+            return raw
+        resources, cost = raw.get("resources"), raw.get("cost")
+        wanted = resources.get("accelerator_type") if isinstance(resources, dict) else None
+        unset = cost is None or (isinstance(cost, dict) and "accelerator" not in cost)
+        if isinstance(wanted, str) and unset:
+            return {**raw, "cost": {**(cost or {}), "accelerator": canonical_device(wanted)}}
+        return raw
+
     @model_validator(mode="after")
     def _consistent(self) -> SweepConfig:
         if self.scheduler.type == "cost_aware_hyperband" and self.scheduler.grace_epochs > self.max_epochs:
@@ -271,6 +296,12 @@ class SweepConfig(_Strict):
                         f"search_space.{name}: grid search needs type 'choice' (a list of values), "
                         f"got {spec.type}"
                     )
+        wanted = self.resources.accelerator_type
+        if wanted is not None and canonical_device(self.cost.accelerator) != canonical_device(wanted):
+            raise ValueError(
+                f"cost.accelerator: {self.cost.accelerator!r}, but resources.accelerator_type runs "
+                f"every trial on {wanted!r}; drop cost.accelerator (trials are billed as {wanted})"
+            )
         self.cost.cost_model()  # prices and accelerator are checked here, naming the field
         return self
 
@@ -327,6 +358,7 @@ def load_config(
         raise ConfigError(f"config: {path} is not valid YAML{where}") from None
     if not isinstance(raw, dict):
         raise ConfigError(f"config: {path} must be a YAML mapping of keys, got {type(raw).__name__}")
+    raw = inline_price_file(raw, path.parent, allow_paths)
     redact: tuple[str, ...] = ()
     if isinstance(raw.get("search_space"), str):
         raw["search_space"] = _load_search_space(raw["search_space"], path.parent, allow_paths)
@@ -339,10 +371,76 @@ def parse_config(raw: dict[str, Any], redact: Sequence[str] = ()) -> SweepConfig
 
     ``redact``: top-level keys whose offending values an error must not quote.
     """
+    raw = inline_price_file(raw, Path.cwd())
     try:
         return SweepConfig.model_validate(raw)
     except ValidationError as exc:
         raise ConfigError(_one_line(exc, redact)) from None
+
+
+def inline_price_file(
+    raw: dict[str, Any], base: Path, allow_paths: Sequence[str | Path] = ()
+) -> dict[str, Any]:
+    """``cost.price_file: FILE`` read into ``cost.prices`` (the config's own prices win).
+
+    The file is a YAML mapping like ``cost.prices`` (``T4: 0.35`` or ``H100: {on_demand: 4,
+    spot: 2}``) or a CSV with the header ``accelerator,on_demand,spot`` (spot may be empty).
+    It is read once, when the sweep is configured: the run's saved ``config.yaml`` carries
+    the prices it was billed at, so its books never change when the file does. Paths
+    follow the search-space rules (under the config's folder or an ``allow_paths`` folder).
+    """
+    cost = raw.get("cost")
+    if not isinstance(cost, dict) or "price_file" not in cost:
+        return raw
+    name = cost["price_file"]
+    if not isinstance(name, str) or not name:
+        raise ConfigError(f"cost.price_file: must be a file name, got {name!r}")
+    candidate = base / name
+    real = candidate.resolve()
+    roots = [base.resolve(), *(Path(p).resolve() for p in allow_paths)]
+    if not any(real.is_relative_to(root) for root in roots):
+        raise ConfigError(
+            f"cost.price_file: {name!r} is outside the config's folder; "
+            "move it there or allow its folder (--allow-path)"
+        )
+    try:
+        text = real.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise ConfigError(f"cost.price_file: no such file: {candidate}") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ConfigError(f"cost.price_file: cannot read {candidate}: {exc}") from None
+    table = _read_price_table(text, candidate)
+    prices = cost.get("prices") or {}
+    if not isinstance(prices, dict):
+        kind = type(prices).__name__
+        raise ConfigError(f"cost.prices: must be a mapping of device type to price, got {kind}")
+    rest = {k: v for k, v in cost.items() if k != "price_file"}
+    return {**raw, "cost": {**rest, "prices": {**table, **prices}}}
+
+
+def _read_price_table(text: str, where: Path) -> dict[str, Any]:
+    if where.suffix.lower() == ".csv":
+        rows = list(csv.DictReader(io.StringIO(text)))
+        header = set(rows[0]) if rows else set()
+        if not {"accelerator", "on_demand"} <= header:
+            raise ConfigError(f"cost.price_file: {where} needs the CSV header accelerator,on_demand[,spot]")
+        table: dict[str, Any] = {}
+        for line, row in enumerate(rows, start=2):
+            try:
+                entry = {"on_demand": float(row["on_demand"])}
+                if (row.get("spot") or "").strip():
+                    entry["spot"] = float(row["spot"])
+            except (TypeError, ValueError):
+                raise ConfigError(f"cost.price_file: {where} line {line}: prices must be numbers") from None
+            table[str(row["accelerator"]).strip()] = entry
+        return table
+    try:
+        loaded = yaml.safe_load(text)
+    except yaml.YAMLError:
+        raise ConfigError(f"cost.price_file: {where} is not valid YAML (or use a .csv)") from None
+    if not isinstance(loaded, dict):
+        raise ConfigError(f"cost.price_file: {where} must map device types to prices")
+    return {str(k): v for k, v in loaded.items()}
 
 
 def _load_search_space(name: str, base: Path, allow_paths: Sequence[str | Path] = ()) -> Any:

@@ -152,6 +152,7 @@ def estimate(
         return device_hours(epochs * seconds + starts * startup, devices) * price
 
     label = model.device_label(kind)
+    capacity = model.capacity.replace("_", "-")
     return Estimate(
         trials=trials,
         devices_per_trial=devices,
@@ -170,7 +171,12 @@ def estimate(
         worst_trial_cost_usd=usd(config.max_epochs, slow, 1),
         assumptions=[
             f"{trials} trials" + (" (grid)" if config.searcher.type == "grid" else ""),
-            f"{devices:g} × {label} per trial at ${price:g} per device-hour",
+            f"{devices:g} × {label} per trial at ${price:g} per device-hour ({capacity})"
+            + (
+                "; trials placed on other GPU types are billed at theirs"
+                if kind == "gpu" and config.resources.accelerator_type is None
+                else ""
+            ),
             f"{epoch_seconds:.4g} s per epoch ({source})"
             + (f", worst case {slow:.4g} s" if slow > epoch_seconds else ""),
             f"{startup:.3g} s start-up per worker process ({workers} expected, up to {trials})",

@@ -25,7 +25,7 @@ from typing import Any
 
 import pandas as pd
 
-from costtune.cost import CostModel, device_hours, improvement, roi
+from costtune.cost import CostModel, device_hours, improvement, is_gpu, roi
 from costtune.errors import CosttuneError
 
 LEDGER_FILE = "ledger.jsonl"
@@ -366,7 +366,7 @@ class Ledger:
                     "device": self.spec.cost_model.device_label(r.device_kind),
                     "devices": r.devices,
                     "device_hours": dh,
-                    "gpu_hours": dh if r.device_kind == "gpu" else 0.0,
+                    "gpu_hours": dh if is_gpu(r.device_kind) else 0.0,
                     "cost_usd": self.cost_usd(r),
                     f"best_{metric}": self.best_metric(r),
                     f"last_{metric}": r.history[-1][2] if r.history else math.nan,
@@ -396,7 +396,7 @@ class Ledger:
             "epochs": sum(r.epochs for r in self.trials.values()),
             "total_cost_usd": total_cost,
             "total_gpu_hours": sum(
-                device_hours(r.seconds, r.devices) for r in self.trials.values() if r.device_kind == "gpu"
+                device_hours(r.seconds, r.devices) for r in self.trials.values() if is_gpu(r.device_kind)
             ),
             "total_device_hours": sum(device_hours(r.seconds, r.devices) for r in self.trials.values()),
             "best_trial_id": best_id,

@@ -140,7 +140,7 @@ def run_sweep(
         # a function and its search space (Ray Tune domains or costtune's dict form)
         result = run_sweep(train_fn, search_space={"lr": tune.loguniform(1e-4, 1e-1)},
                            metric="loss", max_epochs=50, num_samples=32,
-                           cost={"prices": {"gpu": 2.5}}, output="runs/lr")
+                           cost={"accelerator": "H100", "capacity": "spot"}, output="runs/lr")
         # or a whole config: a YAML path or a SweepConfig
         result = run_sweep("experiments/digits.yaml")
 

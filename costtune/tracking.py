@@ -14,7 +14,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from costtune.cost import device_hours
+from costtune.cost import device_hours, is_gpu
 from costtune.errors import ConfigError
 from costtune.ledger import RAY_RESULT_FIELDS, Ledger
 
@@ -55,7 +55,7 @@ def log_to_mlflow(
             metrics += [
                 Metric("cost_usd", model.cost_usd(seconds, record.devices, record.device_kind), 0, stamp),
                 Metric("device_hours", dh, 0, stamp),
-                Metric("gpu_hours", dh if record.device_kind == "gpu" else 0.0, 0, stamp),
+                Metric("gpu_hours", dh if is_gpu(record.device_kind) else 0.0, 0, stamp),
             ]
         params = [Param(k, str(v)) for k, v in record.config.items()]
         tags = [

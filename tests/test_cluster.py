@@ -58,3 +58,32 @@ def test_a_worker_node_lost_mid_sweep_still_completes_with_consistent_books(tmp_
     # every reported epoch once, re-runs and the work lost with the node included
     assert summary["total_device_hours"] == pytest.approx(charged / 3600)
     assert summary["trials"] == 4
+
+
+def test_a_mixed_pool_bills_each_trial_at_the_price_of_the_gpu_it_ran_on(tmp_path) -> None:
+    """Two trials, one on an A100 node and one on a T4 node: each is billed at its own type's
+    price by the ledger, and the per-trial cap (the governor's meter) prices them the same way:
+    the trial on the dear A100 is capped, the one on the cheap T4 finishes."""
+    proc = subprocess.run(
+        [sys.executable, "tests/mixed_pool_sweep.py", str(tmp_path)],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=400,
+        env={**os.environ, "PYTHONPATH": str(REPO)},
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    import pandas as pd
+
+    trials = pd.read_csv(tmp_path / "run" / "trials.csv").set_index("device")
+    assert sorted(trials.index) == ["A100", "T4"]
+    per_second = {"A100": 1.0, "T4": 0.01}
+    for device, row in trials.iterrows():
+        seconds = row["device_hours"] * 3600
+        assert row["cost_usd"] == pytest.approx(seconds * per_second[str(device)], rel=1e-6)
+        assert row["gpu_hours"] == pytest.approx(row["device_hours"])
+    assert trials.loc["A100", "stop_reason"] == "trial_cost_cap"
+    assert 1.5 <= trials.loc["A100", "cost_usd"] < 2.5
+    assert trials.loc["T4", "stop_reason"] == "completed" and trials.loc["T4", "epochs"] == 12
+    summary = json.loads((tmp_path / "summary.json").read_text())
+    assert summary["total_cost_usd"] == pytest.approx(trials["cost_usd"].sum(), rel=1e-6)

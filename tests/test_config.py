@@ -153,3 +153,83 @@ def test_the_amp_schema_matches_what_the_trainable_reads() -> None:
 
     assert AMP_CHOICES["model"] == MODELS and AMP_CHOICES["dataset"] == DATASETS
     assert set(AMP_CHOICES["precision"]) == set(PRECISIONS)
+
+
+def _with_cost(tmp_path: Path, cost: dict, resources: dict | None = None) -> Path:
+    path = tmp_path / "sweep.yaml"
+    raw = {**MINIMAL, "cost": cost, **({"resources": resources} if resources else {})}
+    path.write_text(yaml.safe_dump(raw))
+    return path
+
+
+@pytest.mark.parametrize(
+    ("name", "text"),
+    [
+        ("prices.csv", "accelerator,on_demand,spot\nT4,0.40,0.12\nMI300,3.0,\n"),
+        ("prices.yaml", "T4: {on_demand: 0.40, spot: 0.12}\nMI300: {on_demand: 3.0}\n"),
+    ],
+)
+def test_a_price_file_is_read_once_into_the_configs_prices(tmp_path, name, text) -> None:
+    (tmp_path / name).write_text(text)
+    path = _with_cost(tmp_path, {"price_file": name, "capacity": "spot", "prices": {"cpu": 0.01}})
+    config = load_config(path)
+    model = config.cost.cost_model()
+    assert model.usd_per_device_hour("T4") == pytest.approx(0.12)
+    assert model.usd_per_device_hour("MI300") == pytest.approx(3.0)  # no spot market: on-demand
+    assert model.usd_per_device_hour("cpu") == pytest.approx(0.01)  # the config's own prices win
+    # what a run saves carries the prices themselves: its books do not move when the file does
+    saved = config.model_dump(mode="json")["cost"]
+    assert "price_file" not in saved and saved["prices"]["T4"] == {"on_demand": 0.40, "spot": 0.12}
+    (tmp_path / name).write_text("T4: 99.0\n")
+    assert parse_config({**MINIMAL, "cost": saved}).cost.cost_model().usd_per_device_hour("T4") == 0.12
+
+
+@pytest.mark.parametrize(
+    ("files", "cost", "message"),
+    [
+        ({}, {"price_file": "nope.csv"}, "cost.price_file: no such file"),
+        (
+            {"p.csv": "type,price\nT4,1\n"},
+            {"price_file": "p.csv"},
+            "cost.price_file: .* needs the CSV header",
+        ),
+        (
+            {"p.csv": "accelerator,on_demand\nT4,cheap\n"},
+            {"price_file": "p.csv"},
+            "line 2: prices must be numbers",
+        ),
+        ({"p.yaml": "- T4\n"}, {"price_file": "p.yaml"}, "must map device types to prices"),
+        ({"p.yaml": "T4: -1\n"}, {"price_file": "p.yaml"}, "cost.prices.T4: must be a finite price"),
+        ({}, {"price_file": "../../etc/passwd"}, "cost.price_file: .* outside the config's folder"),
+    ],
+)
+def test_bad_price_files_are_one_line_errors(tmp_path, files, cost, message) -> None:
+    for name, text in files.items():
+        (tmp_path / name).write_text(text)
+    with pytest.raises(ConfigError, match=message) as caught:
+        load_config(_with_cost(tmp_path, cost))
+    assert "\n" not in str(caught.value)
+
+
+def test_trials_pinned_to_a_gpu_type_are_billed_as_that_type() -> None:
+    config = parse_config({**MINIMAL, "resources": {"gpus": 1, "accelerator_type": "T4"}})
+    assert config.cost.accelerator == "T4"
+    assert config.cost.cost_model().usd_per_device_hour("gpu") == pytest.approx(0.35)
+    with pytest.raises(ConfigError, match="^cost.accelerator: 'H100', but resources.accelerator_type"):
+        parse_config({**MINIMAL, "cost": {"accelerator": "H100"}, "resources": {"accelerator_type": "T4"}})
+
+
+def test_cli_estimate_prices_spot_capacity(tmp_path) -> None:
+    path = _with_cost(
+        tmp_path, {"accelerator": "H100", "capacity": "spot", "epoch_seconds": 36.0}, {"gpus": 1}
+    )
+    spot = CliRunner().invoke(main, ["estimate", str(path), "--json"])
+    path = _with_cost(tmp_path, {"accelerator": "H100", "epoch_seconds": 36.0}, {"gpus": 1})
+    on_demand = CliRunner().invoke(main, ["estimate", str(path), "--json"])
+    assert spot.exit_code == 0 and on_demand.exit_code == 0, spot.output + on_demand.output
+    import json
+
+    a, b = json.loads(spot.output), json.loads(on_demand.output)
+    assert a["usd_per_device_hour"] == pytest.approx(2.0) and b["usd_per_device_hour"] == pytest.approx(4.0)
+    assert a["worst_cost_usd"] == pytest.approx(b["worst_cost_usd"] / 2)
+    assert any("(spot)" in line for line in a["assumptions"])

@@ -15,6 +15,10 @@ from costtune.errors import ConfigError
         ({"CPU": 4.0, "GPU": 0.5}, ("gpu", 0.5)),
         ({"CPU": 2.0}, ("cpu", 2.0)),
         ({"CPU": 3.0, "GPU": 0.0}, ("cpu", 3.0)),
+        # a trial that asked for a GPU type is billed as that type (Ray's names, aliased)
+        ({"CPU": 1.0, "GPU": 2.0, "accelerator_type:T4": 0.001}, ("T4", 2.0)),
+        ({"CPU": 1.0, "GPU": 1.0, "accelerator_type:A100-40G": 0.001}, ("A100", 1.0)),
+        ({"CPU": 1.0, "accelerator_type:T4": 0.001}, ("cpu", 1.0)),
     ],
 )
 def test_devices_from_resources_bills_gpus_else_cores(resources, expected) -> None:
@@ -41,6 +45,12 @@ def test_cost_model_prices_are_overridable() -> None:
         ({"accelerator": "TPUv9"}, "cost.accelerator"),
         ({"prices": {"A100": -1.0}}, "cost.prices.A100"),
         ({"prices": {"cpu": math.nan}}, "cost.prices.cpu"),
+        ({"prices": {"T4": {"spot": 0.1}}}, "cost.prices.T4"),
+        ({"prices": {"T4": {"on_demand": 0.3, "preemptible": 0.1}}}, "cost.prices.T4.preemptible"),
+        ({"prices": {"T4": {"on_demand": 0.3, "spot": -0.1}}}, "cost.prices.T4.spot"),
+        ({"prices": {"T4": True}}, "cost.prices.T4"),
+        ({"prices": {"gpu": 2.5}}, "cost.prices.gpu"),
+        ({"capacity": "reserved"}, "cost.capacity"),
     ],
 )
 def test_cost_model_bad_prices_name_the_field(kwargs, field) -> None:
@@ -59,3 +69,36 @@ def test_roi_is_improvement_times_value_per_dollar() -> None:
     assert roi(delta, business_value_usd=1000.0, cost_usd=50.0) == pytest.approx(3.0)
     assert improvement(baseline=0.90, value=0.95, mode="max") == pytest.approx(0.05)
     assert math.isnan(roi(0.1, 1.0, 0.0))
+
+
+def test_the_price_table_has_an_on_demand_and_a_spot_column_for_each_type() -> None:
+    for kind in ("A100", "A100-80G", "H100", "H200", "L4", "T4", "cpu"):
+        on_demand = CostModel(capacity="on_demand").usd_per_device_hour(kind)
+        spot = CostModel(capacity="spot").usd_per_device_hour(kind)
+        assert 0 < spot < on_demand, kind
+    assert CostModel(accelerator="H100", capacity="spot").cost_usd(3600, 8, "gpu") == pytest.approx(
+        8 * CostModel(capacity="spot").usd_per_device_hour("H100")
+    )
+
+
+def test_prices_override_one_column_or_both() -> None:
+    both = CostModel(prices={"T4": 0.5}, capacity="spot")  # a number: paid whatever the capacity
+    assert both.usd_per_device_hour("T4") == 0.5
+    pair = {"T4": {"on_demand": 0.4, "spot": 0.1}}
+    assert CostModel(prices=pair).usd_per_device_hour("T4") == 0.4
+    assert CostModel(prices=pair, capacity="spot").usd_per_device_hour("T4") == 0.1
+    # no spot market for a type: spot sweeps pay on-demand
+    assert (
+        CostModel(prices={"MI300": {"on_demand": 3.0}}, capacity="spot").usd_per_device_hour("MI300") == 3.0
+    )
+
+
+def test_each_gpu_type_is_billed_at_its_own_price_and_an_unknown_one_as_the_sweeps() -> None:
+    model = CostModel(accelerator="H100")
+    assert model.usd_per_device_hour("T4") == pytest.approx(0.35)
+    assert model.usd_per_device_hour("gpu") == model.usd_per_device_hour("H100") == pytest.approx(4.0)
+    assert model.device_label("T4") == "T4" and model.device_label("gpu") == "H100"
+    assert not model.knows("B300") and model.knows("T4") and model.knows("A100-40G")
+    assert model.usd_per_device_hour("B300") == model.usd_per_device_hour("H100")
+    assert model.device_label("B300") == "B300"  # the table says where it ran
+    assert CostModel(accelerator="A100-40G").accelerator == "A100"  # Ray's label, the table's name

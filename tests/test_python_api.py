@@ -154,3 +154,26 @@ def test_the_readme_python_example_runs_as_written(ray_session, tmp_path, monkey
     assert len(result.trials) == 12 and (tmp_path / "runs" / "quickstart" / "ledger.jsonl").is_file()
     assert result.best["config"].keys() == {"x", "lr"}
     assert len(result.curves) == result.trials["epochs"].sum()
+
+
+def test_ray_wandb_callback_logs_the_cost_fields_offline(ray_session, tmp_path, monkeypatch) -> None:
+    """The README's W&B recipe, offline: Ray's own WandbLoggerCallback, passed through
+    run_sweep's callbacks, writes each trial's run with cost_usd at every epoch."""
+    from ray.air.integrations.wandb import WandbLoggerCallback
+
+    monkeypatch.setenv("WANDB_MODE", "offline")  # Ray's callback asks for an API key otherwise
+    costtune.run_sweep(
+        train_fn,
+        search_space={"x": tune.uniform(0.0, 1.0), "scale": 0.5, "layers": 2},
+        metric="loss",
+        max_epochs=3,
+        num_samples=2,
+        scheduler={"type": "fifo"},
+        output=tmp_path / "run",
+        callbacks=[WandbLoggerCallback(project="costtune-test", mode="offline", dir=str(tmp_path))],
+    )
+    logs = sorted((tmp_path / "wandb").glob("offline-run-*/run-*.wandb"))
+    assert len(logs) == 2  # one W&B run per trial
+    for log in logs:
+        # W&B's offline log is protobuf records: each epoch's history row names its keys
+        assert log.read_bytes().count(b"cost_usd") >= 3, log

@@ -225,7 +225,8 @@ class Governor:
     (``now``, monotonic seconds), so the decisions are plain functions of numbers.
 
     Args:
-        usd_per_second: what one second of one trial costs (devices × price / 3600).
+        usd_per_second: what one second of one trial costs (devices × price / 3600), for a
+            trial without a rate of its own in ``rates`` (one placed on a dearer GPU type).
         first_rung_epochs: a new trial's first budget (grace epochs; max_epochs without rungs).
     """
 
@@ -239,12 +240,18 @@ class Governor:
     extra_seconds: dict[str, float] = field(default_factory=dict)
     #: trials known to have ended (a resumed sweep must not run them again)
     ended: set[str] = field(default_factory=set)
+    #: per-trial USD per second where a trial is billed at another price (a mixed pool)
+    rates: dict[str, float] = field(default_factory=dict)
+
+    def rate(self, trial_id: str) -> float:
+        """What one second of ``trial_id`` costs."""
+        return self.rates.get(trial_id, self.usd_per_second)
 
     def on_start(self, trial_id: str, now: float) -> None:
         self.last_report.setdefault(trial_id, (now, 0.0))
 
     def on_result(self, trial_id: str, epoch: int, seconds: float, now: float) -> StopReason | None:
-        usd = seconds * self.usd_per_second
+        usd = seconds * self.rate(trial_id)
         self.budget.record(trial_id, epoch, usd)
         self.last_report[trial_id] = (now, seconds)
         reason = cap_reason(seconds, usd, self.max_hours_per_trial, self.max_cost_usd_per_trial)
@@ -261,7 +268,7 @@ class Governor:
         at, seconds = self.last_report[trial_id]
         held = seconds + max(now - at, 0.0)
         reason = cap_reason(
-            held, held * self.usd_per_second, self.max_hours_per_trial, self.max_cost_usd_per_trial
+            held, held * self.rate(trial_id), self.max_hours_per_trial, self.max_cost_usd_per_trial
         )
         if reason is not None:
             self.reasons[trial_id] = reason

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import logging
 import time
 from collections.abc import Callable, Iterable
 from pathlib import Path
@@ -10,10 +11,12 @@ from typing import Any
 
 from ray.tune import Callback
 
-from costtune.cost import device_hours
+from costtune.cost import device_hours, is_gpu
 from costtune.ledger import COST_FIELDS, RAY_RESULT_FIELDS, Ledger, LedgerWriteError
 from costtune.rundir import disk_full, relocated
-from costtune.schedulers.hyperband import trial_devices
+from costtune.schedulers.placement import trial_devices
+
+_log = logging.getLogger("costtune")
 
 #: what a result carries besides the trainable's own metrics (the cost fields are this callback's)
 _NOT_METRICS = RAY_RESULT_FIELDS | COST_FIELDS
@@ -49,14 +52,31 @@ class LedgerCallback(Callback):
         self.tables_dir = tables_dir
         self.tables_every_s = tables_every_s
         self._last_tables = 0.0
+        self._unpriced: set[str] = set()
 
     def __setstate__(self, state: dict[str, Any]) -> None:
         # Restored by Tuner.restore as it was pickled when the Tuner was built: re-read
         # the log, so that a resumed sweep continues the ledger instead of forgetting it.
         self.__dict__.update(state)
+        self.__dict__.setdefault("_unpriced", set())  # pickled by an older costtune
         self.ledger = self.ledger.reloaded()
         if self.tables_dir is not None:
             self.tables_dir = relocated(Path(self.tables_dir), is_run_dir=True)
+
+    def on_trial_start(self, iteration: int, trials: list, trial: Any, **info: Any) -> None:
+        # placed (again, after a restart): the node it landed on decides its price, and
+        # the stopper, which sees only the trial's id, learns it here before any result
+        kind, _ = trial_devices(trial)
+        model = self.ledger.spec.cost_model
+        if not model.knows(kind) and kind not in self._unpriced:
+            self._unpriced.add(kind)
+            _log.warning(
+                "trial %s runs on %s, which has no price in cost.prices: billed as %s at $%.2f per hour",
+                trial.trial_id,
+                kind,
+                model.accelerator,
+                model.usd_per_device_hour(kind),
+            )
 
     def on_trial_result(self, iteration: int, trials: list, trial: Any, result: dict, **info: Any) -> None:
         kind, devices = trial_devices(trial)
@@ -83,7 +103,7 @@ class LedgerCallback(Callback):
         hours = device_hours(record.seconds, record.devices)
         result["cost_usd"] = self.ledger.cost_usd(record)
         result["device_hours"] = hours
-        result["gpu_hours"] = hours if record.device_kind == "gpu" else 0.0
+        result["gpu_hours"] = hours if is_gpu(record.device_kind) else 0.0
 
     def on_trial_recover(self, iteration: int, trials: list, trial: Any, **info: Any) -> None:
         # The trial failed (its node or process died) and restarts from its last

@@ -19,12 +19,13 @@ from typing import TYPE_CHECKING, Any
 
 from ray.tune.schedulers import FIFOScheduler, TrialScheduler
 
-from costtune.cost import CostModel, devices_from_resources
+from costtune.cost import CostModel
 from costtune.errors import ConfigError
 from costtune.ledger import write_json_atomic
 from costtune.policy import AsyncHyperband, Decision, PromotionRule, StopReason
 from costtune.rundir import relocated
 from costtune.schedulers.governed import GovernedMixin
+from costtune.schedulers.placement import trial_devices
 
 if TYPE_CHECKING:
     from ray.tune.experiment import Trial
@@ -34,11 +35,6 @@ _TO_RAY = {
     Decision.PAUSE: TrialScheduler.PAUSE,
     Decision.STOP: TrialScheduler.STOP,
 }
-
-
-def trial_devices(trial: Trial) -> tuple[str, float]:
-    """``("gpu"|"cpu", count)`` that ``trial`` holds, from its placement group."""
-    return devices_from_resources(trial.placement_group_factory.required_resources)
 
 
 def oriented_loss(value: Any, mode: str) -> float:

@@ -15,7 +15,7 @@ from ray.tune.schedulers import PopulationBasedTraining
 
 from costtune.cost import CostModel
 from costtune.policy import Exploit, Member, Mutation, choose_donor, explore, quantiles
-from costtune.schedulers.hyperband import trial_devices
+from costtune.schedulers.placement import trial_devices
 
 if TYPE_CHECKING:
     from ray.tune.experiment import Trial

@@ -21,6 +21,7 @@ from costtune.policy import (
     metric_reason,
 )
 from costtune.schedulers.hyperband import oriented_loss
+from costtune.schedulers.placement import placed
 
 
 class CostStopper(Stopper):
@@ -81,9 +82,8 @@ class CostStopper(Stopper):
             self._charged[trial_id] = record.seconds
             self._epochs[trial_id] = record.epochs
             self._reported[trial_id] = dict(record.reported_seconds)
-            self.governor.budget.record(
-                trial_id, record.epochs, record.seconds * self.governor.usd_per_second
-            )
+            self._rate_of(trial_id, record.device_kind, record.devices)
+            self.governor.budget.record(trial_id, record.epochs, ledger.cost_usd(record))
             if self.stopping is not None:
                 self.stopping.forget(trial_id)
             if self.outlook is not None:
@@ -91,8 +91,8 @@ class CostStopper(Stopper):
             for _epoch, seconds, metric in record.history:
                 loss = metric if self.mode == "min" else -metric
                 if self.stopping is not None:
-                    usd = seconds * self.governor.usd_per_second
-                    self.stopping.on_result(trial_id, loss, seconds * self.devices / 3600, usd)
+                    usd = seconds * self.governor.rate(trial_id)
+                    self.stopping.on_result(trial_id, loss, seconds * record.devices / 3600, usd)
                 if self.outlook is not None:
                     self.outlook.on_result(trial_id, loss)
 
@@ -109,6 +109,11 @@ class CostStopper(Stopper):
         by_epoch[epoch] = reported
         self._charged[trial_id] = charged
         self._epochs[trial_id] = max(epoch, self._epochs.get(trial_id, 0))
+        devices = self.devices
+        where = placed(trial_id)  # a mixed pool: the type this trial's node has
+        if where is not None:
+            devices = where[1]
+            self._rate_of(trial_id, *where)
         reason = self.governor.on_result(trial_id, epoch, charged, time.monotonic())
         if reason is StopReason.SWEEP_BUDGET:
             self._stop_all = True
@@ -128,11 +133,17 @@ class CostStopper(Stopper):
                 reason = seen
                 self.governor.reasons.setdefault(trial_id, reason)
         if reason is None and self.stopping is not None:
-            usd = charged * self.governor.usd_per_second
-            reason = self.stopping.on_result(trial_id, loss, charged * self.devices / 3600, usd)
+            usd = charged * self.governor.rate(trial_id)
+            reason = self.stopping.on_result(trial_id, loss, charged * devices / 3600, usd)
             if reason is not None:
                 self.governor.reasons.setdefault(trial_id, reason)
         return reason is not None
+
+    def _rate_of(self, trial_id: str, kind: str, devices: float) -> None:
+        """Bill ``trial_id`` at its own type's price (known only with the ledger's prices)."""
+        if self.ledger is not None:
+            price = self.ledger.spec.cost_model.usd_per_device_hour(kind)
+            self.governor.rates[trial_id] = price * devices / 3600
 
     def stop_all(self) -> bool:
         return self._stop_all

@@ -1,0 +1,67 @@
+"""Where a trial runs, as the price table names it: what every meter bills it for.
+
+A trial that asked for a GPU type (``resources.accelerator_type``) is billed as that type.
+Otherwise, in a pool of mixed nodes, it is billed as the type of the node its actor was
+placed on: Ray labels each GPU node with an ``accelerator_type:<T>`` resource (detected, or
+set with ``ray start --resources``). A trial whose node carries no label is billed as the
+sweep's ``cost.accelerator`` (kind ``"gpu"``).
+
+The node is looked up once per actor (a restarted trial may land elsewhere) through the GCS
+actor table: ``ray._private.state.actors``, a private Ray API. Ray's public state API
+(``ray.util.state``) needs the dashboard, which costtune does not start. When the lookup is
+unavailable the trial is billed as the sweep's accelerator, never as nothing.
+"""
+
+from __future__ import annotations
+
+import functools
+from typing import TYPE_CHECKING
+
+from costtune.cost import canonical_device, devices_from_resources
+
+if TYPE_CHECKING:
+    from ray.tune.experiment import Trial
+
+_LABEL = "accelerator_type:"
+
+#: what each trial was last found to hold, for meters that see a trial id and not the
+#: trial (Ray's stoppers): filled by every :func:`trial_devices` call
+_PLACED: dict[str, tuple[str, float]] = {}
+
+
+def trial_devices(trial: Trial) -> tuple[str, float]:
+    """``(kind, count)`` that ``trial`` is billed for: ``"cpu"``, a GPU type, or ``"gpu"``."""
+    kind, devices = devices_from_resources(trial.placement_group_factory.required_resources)
+    if kind == "gpu":
+        actor = getattr(getattr(trial, "temporary_state", None), "ray_actor", None)
+        actor_id = getattr(actor, "_actor_id", None)
+        if actor_id is not None:
+            kind = node_accelerator(actor_id.hex()) or kind
+    _PLACED[trial.trial_id] = (kind, devices)
+    return kind, devices
+
+
+def placed(trial_id: str) -> tuple[str, float] | None:
+    """What :func:`trial_devices` last found ``trial_id`` to hold (``None``: not seen)."""
+    return _PLACED.get(trial_id)
+
+
+@functools.lru_cache(maxsize=4096)
+def node_accelerator(actor_id: str) -> str | None:
+    """The accelerator label of the node an actor runs on, or ``None`` (no label, no lookup)."""
+    try:
+        import ray
+        from ray._private import state
+
+        node_id = (state.actors(actor_id) or {}).get("Address", {}).get("NodeID")
+        if not node_id:
+            return None
+        for node in ray.nodes():
+            if node.get("NodeID") == node_id:
+                for key in node.get("Resources", {}):
+                    if key.startswith(_LABEL):
+                        return canonical_device(key[len(_LABEL) :])
+                return None
+    except Exception:  # a private API: its absence must not stop billing
+        return None
+    return None
