@@ -154,3 +154,63 @@ def spend_by_stop_reason(ledger: Ledger) -> dict[str, float]:
         key = r.stop_reason or ("interrupted" if r.status == "RUNNING" else r.status.lower())
         out[key] = out.get(key, 0.0) + ledger.cost_usd(r)
     return out
+
+
+@dataclass(frozen=True, slots=True)
+class BestSoFar:
+    """A point of the sweep's best-so-far line: after ``usd`` dollars (all trials, in the
+    order their epochs ran), the best metric was ``metric``, first reached by ``trial_id``
+    at ``epoch``."""
+
+    usd: float
+    metric: float
+    trial_id: str
+    epoch: int
+
+
+def best_so_far(ledger: Ledger) -> list[BestSoFar]:
+    """Each new best of the sweep against its cumulative dollars (the money plot)."""
+    spent, best = 0.0, math.nan
+    points: list[BestSoFar] = []
+    for trial_id, epoch, usd, metric, _time in ledger.timeline:
+        spent += usd
+        if math.isnan(metric):
+            continue
+        if math.isnan(best) or improvement(best, metric, ledger.spec.mode) > 0:
+            best = metric
+            points.append(BestSoFar(spent, metric, trial_id, epoch))
+    return points
+
+
+def best_so_far_had_all_run_full(ledger: Ledger) -> list[BestSoFar]:
+    """The counterfactual the saving is measured against: the same trials, in the order
+    they started, each paid to ``max_epochs`` at its own metered cost per epoch (as
+    :meth:`Ledger.cost_if_all_ran_full_usd`), each bringing the best value it reached.
+
+    Its last point's dollars are ``cost_if_all_ran_full_usd``. What a stopped trial would
+    have reached had it gone on is unknown; its observed best stands in (an optimistic
+    counterfactual for the stopped trials, so the saving it shows is not overstated).
+    """
+    max_epochs = ledger.spec.max_epochs
+    if max_epochs is None:
+        return []
+    order = list(dict.fromkeys(trial_id for trial_id, *_ in ledger.timeline))
+    spent, best = 0.0, math.nan
+    points: list[BestSoFar] = []
+    for trial_id in order:
+        record = ledger.trials[trial_id]
+        if record.epochs == 0:
+            continue
+        spent += ledger.cost_usd(record) / record.epochs * max(max_epochs, record.epochs)
+        value = ledger.best_metric(record)
+        if not math.isnan(value) and (math.isnan(best) or improvement(best, value, ledger.spec.mode) > 0):
+            best = value
+        if not math.isnan(best):
+            points.append(BestSoFar(spent, best, trial_id, max(max_epochs, record.epochs)))
+    return points
+
+
+def dollars_to_best(ledger: Ledger) -> float | None:
+    """Dollars the sweep spent before its best value was first reached."""
+    points = best_so_far(ledger)
+    return points[-1].usd if points else None

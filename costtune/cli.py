@@ -239,11 +239,20 @@ def report(run_dir: Path, fmt: str, sort: str, html_path: Path | None, min_roi: 
     from costtune import report as rp
     from costtune.run import load_run
 
+    helper: Any = None
+    if html_path is not None:
+        _check_writable(html_path, "--html")
+        from costtune.htmlreport import ImportanceHelper
+
+        sys.stdout.flush()  # nothing buffered twice
+        helper = ImportanceHelper()  # imports Optuna's importance on the other core meanwhile
     try:
         run = load_run(run_dir)
         built = rp.build_report(run, min_roi=min_roi)
     except ConfigError as exc:
         _fail(str(exc), EXIT_USAGE)
+    if helper is not None:
+        helper.ask(run.ledger, run.config.search_space)
     _say_unreadable(run.ledger)
     if fmt == "csv":
         s = built.summary
@@ -255,7 +264,7 @@ def report(run_dir: Path, fmt: str, sort: str, html_path: Path | None, min_roi: 
     else:
         rp.print_full_report(built, by=sort)
     if html_path is not None:
-        html_path.write_text(rp.report_html(built, by=sort), encoding="utf-8")
+        _write_page(html_path, rp.report_html(built, by=sort, importance=helper), "--html")
         click.echo(f"HTML report: {html_path}", err=True)
 
 
@@ -268,18 +277,37 @@ def report(run_dir: Path, fmt: str, sort: str, html_path: Path | None, min_roi: 
     help="Metric value to reach [default: the worse run's best, so that every run reaches it].",
 )
 @click.option(
-    "--format", "fmt", type=click.Choice(["table", "csv", "json"]), default="table", show_default=True
+    "--format",
+    "fmt",
+    type=click.Choice(["table", "csv", "json", "markdown"]),
+    default="table",
+    show_default=True,
+    help="table: for people; csv: the side-by-side rows; json: side by side and the matched "
+    "trials; markdown: both, for a PR comment.",
 )
-def compare(run_dirs: tuple[Path, ...], target: float | None, fmt: str) -> None:
-    """Sweeps side by side: dollars, GPU-hours, best metric, dollars to reach a target.
+@click.option(
+    "--html",
+    "html_path",
+    type=click.Path(path_type=Path, dir_okay=False),
+    default=None,
+    help="Also write a self-contained interactive comparison (best so far against dollars for "
+    "every run, dollars to each run's best, the tables) to this file.",
+)
+def compare(run_dirs: tuple[Path, ...], target: float | None, fmt: str, html_path: Path | None) -> None:
+    """Sweeps side by side: dollars, saved fraction, wall time, stop reasons, best metric,
+    dollars to reach a target and each run's best; trials matched by configuration.
 
-    Ratios are against the first RUN_DIR.
+    Ratios are against the first RUN_DIR. Runs that sampled the same configurations (same
+    seed and searcher) are also compared trial by trial: each one's epochs, dollars and
+    stop reason in each run.
     """
     from costtune import report as rp
     from costtune.run import load_run
 
     if len(run_dirs) < 2:
         _fail("compare: give at least two run directories", EXIT_USAGE)
+    if html_path is not None:
+        _check_writable(html_path, "--html")
     try:
         runs = [load_run(d) for d in run_dirs]
         frame = rp.compare_runs(runs, target)
@@ -287,12 +315,42 @@ def compare(run_dirs: tuple[Path, ...], target: float | None, fmt: str) -> None:
         _fail(str(exc), EXIT_USAGE)
     for run in runs:
         _say_unreadable(run.ledger)
+    matched = rp.matched_trials(runs)
     if fmt == "csv":
         click.echo(frame.to_csv(index=False), nl=False)
     elif fmt == "json":
-        click.echo(frame.to_json(orient="records", indent=2))
+        click.echo(rp.compare_json(frame, matched))
+    elif fmt == "markdown":
+        click.echo(rp.compare_markdown(frame, matched), nl=False)
     else:
-        rp.default_console().print(rp.compare_table(frame))
+        console = rp.default_console()
+        console.print(rp.compare_table(frame))
+        if matched.empty:
+            console.print("no configuration ran in two of these runs: nothing to match trial by trial")
+        else:
+            console.print(rp.matched_table(matched))
+    if html_path is not None:
+        _write_page(html_path, rp.compare_html(runs, frame, matched), "--html")
+        click.echo(f"HTML comparison: {html_path}", err=True)
+
+
+def _check_writable(path: Path, flag: str) -> None:
+    """Refuse, before any work, an output file that cannot be written where it is asked."""
+    if path.is_dir():
+        _fail(f"{flag}: {path} is a directory; give a file name", EXIT_USAGE)
+    if not path.parent.is_dir():
+        _fail(f"{flag}: no such directory: {path.parent}", EXIT_USAGE)
+
+
+def _write_page(path: Path, text: str, flag: str) -> None:
+    """Write a page whole or not at all (a temporary file renamed over the target)."""
+    tmp = path.with_name(f".{path.name}.tmp")
+    try:
+        tmp.write_text(text, encoding="utf-8")
+        tmp.replace(path)
+    except OSError as exc:
+        tmp.unlink(missing_ok=True)
+        _fail(f"{flag}: cannot write {path}: {exc.strerror or exc}", EXIT_USAGE)
 
 
 def _estimate_for(cfg: Any, calibrate: bool, calibrate_trials: int, from_run: Path | None = None) -> Any:

@@ -106,6 +106,7 @@ class CostModel:
     capacity: str = "on_demand"
     #: ``{type: (on_demand, spot)}``, the defaults merged with ``prices``
     table: Mapping[str, tuple[float, float]] = field(init=False, repr=False, compare=False)
+    _rates: dict[str, float] = field(init=False, repr=False, compare=False)  # price by kind, memoised
 
     def __post_init__(self) -> None:
         if self.capacity not in CAPACITIES:
@@ -130,6 +131,7 @@ class CostModel:
         object.__setattr__(self, "table", table)
         #: what one device-hour of each type costs at this capacity
         object.__setattr__(self, "prices", {name: pair[column] for name, pair in table.items()})
+        object.__setattr__(self, "_rates", {})
 
     def knows(self, kind: str) -> bool:
         """Whether ``kind`` has a price of its own (else it is billed as ``accelerator``)."""
@@ -144,8 +146,14 @@ class CostModel:
     def usd_per_device_hour(self, kind: str) -> float:
         """Price of one device-hour of ``kind`` (``"cpu"``, ``"gpu"`` or a GPU type); a type
         with no price is billed as the sweep's accelerator (the sweep warns when it happens)."""
-        label = self.device_label(kind)
-        return float(self.prices.get(label, self.prices[self.accelerator]))
+        rates = getattr(self, "_rates", None)  # None: unpickled from a costtune before it
+        rate = None if rates is None else rates.get(kind)
+        if rate is None:  # a ledger of 100,000 epochs asks this 200,000 times
+            label = self.device_label(kind)
+            rate = float(self.prices.get(label, self.prices[self.accelerator]))
+            if rates is not None:
+                rates[kind] = rate
+        return rate
 
     def cost_usd(self, seconds: float, devices: float, kind: str) -> float:
         return device_hours(seconds, devices) * self.usd_per_device_hour(kind)

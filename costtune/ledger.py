@@ -281,13 +281,15 @@ class Ledger:
             record.seconds += event.get("extra_seconds", 0.0)
             return record
         metrics = {k: (math.nan if v is None else float(v)) for k, v in event["metrics"].items()}
-        usd_before = self.cost_usd(record)
+        moved = record.device_kind != event["device_kind"] or record.devices != event["devices"]
+        usd_before = self.cost_usd(record) if moved else 0.0
         record.device_kind = event["device_kind"]
         record.devices = event["devices"]
         epoch, reported = event["epoch"], event["seconds"]
-        record.seconds += charged_increment(
+        charged = charged_increment(
             record.reported_seconds, record.epochs, epoch, reported, event.get("increment")
         )
+        record.seconds += charged
         record.reported_seconds[epoch] = reported
         record.epochs = max(record.epochs, epoch)
         record.last_metrics = metrics
@@ -301,7 +303,10 @@ class Ledger:
         if self.spec.metric in metrics:
             record.history.append((epoch, record.seconds, value))
         record.metric_history.append((epoch, record.seconds, metrics))
-        spent = self.cost_usd(record) - usd_before
+        if moved:  # repriced as what it holds now (the first report, or a move to other devices)
+            spent = self.cost_usd(record) - usd_before
+        else:
+            spent = self.spec.cost_model.cost_usd(charged, record.devices, record.device_kind)
         self.timeline.append((trial_id, epoch, spent, value, event.get("time", math.nan)))
         return record
 
@@ -405,7 +410,8 @@ class Ledger:
             "best_config": None if best_id is None else self.trials[best_id].config,
             "best_trial_metrics": None if best_id is None else self.trials[best_id].best_metrics,
             "cost_if_all_ran_full_usd": full,
-            "saved_fraction": (1.0 - total_cost / full) if full and full > 0 else None,
+            # rounded: a sweep that stopped nothing early saved 0, not -2e-16
+            "saved_fraction": round(1.0 - total_cost / full, 12) if full and full > 0 else None,
             "stop_reasons": _count(r.stop_reason or r.status for r in self.trials.values()),
         }
 

@@ -6,9 +6,7 @@ no Ray process, and an interrupted run reads back like a finished one.
 
 from __future__ import annotations
 
-import base64
 import html
-import io
 import json
 import math
 from dataclasses import dataclass, field
@@ -25,6 +23,7 @@ from costtune.analysis import (
     EpochPoint,
     cost_to_target,
     curve,
+    dollars_to_best,
     elbow,
     spend_by_band,
     spend_by_stop_reason,
@@ -206,7 +205,7 @@ class Report:
     spend_by_band: dict[str, float]
     elbow: Elbow | None
     zones: list[EpochPoint] = field(default_factory=list)
-    curves: dict[str, list[EpochPoint]] = field(default_factory=dict)
+    curves: dict[str, list[EpochPoint]] = field(default_factory=dict)  # the best trial's
 
 
 def epoch_bands(run: Run) -> list[int]:
@@ -220,8 +219,9 @@ def epoch_bands(run: Run) -> list[int]:
 def build_report(run: Run, min_roi: float | None = None, window: int = 3) -> Report:
     ledger = run.ledger
     summary = ledger.summary()
-    curves = {r.trial_id: curve(ledger, r, window, min_roi) for r in ledger.trials.values()}
     best_id = summary.get("best_trial_id")
+    # the best trial's curve: its elbow and zones (the panels read each trial's history)
+    curves = {best_id: curve(ledger, ledger.trials[best_id], window, min_roi)} if best_id else {}
     best_elbow = elbow(ledger, ledger.trials[best_id], window, min_roi) if best_id else None
     zones = zone_bands(curves[best_id], best_elbow.epoch) if best_id and best_elbow else []
     return Report(
@@ -325,139 +325,49 @@ def print_full_report(report: Report, console: Console | None = None, by: str = 
 
 
 # ---------------------------------------------------------------------------- plots
-def plots(report: Report) -> dict[str, bytes]:
-    """PNG figures: metric vs dollars per trial, spend over time, Pareto front, ROI per trial."""
-    import matplotlib
+def report_panels(report: Report, importance: Any = None) -> list[Any]:
+    """The interactive report's figures, as data (:mod:`costtune.htmlreport`).
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    ``importance``: a :class:`~costtune.htmlreport.ImportanceHelper` computing it beside the
+    caller's other work (the CLI's), asked last; else it is computed here."""
+    from costtune import htmlreport as hr
 
-    metric = report.summary["metric"]
-    mode = report.summary["mode"]
-    out: dict[str, bytes] = {}
-
-    fig, ax = plt.subplots(figsize=(8, 4.5))
+    ledger = report.run.ledger
     best_id = report.summary.get("best_trial_id")
-    for trial_id, points in report.curves.items():
-        if not points:
-            continue
-        best = trial_id == best_id
-        (line,) = ax.plot(
-            [p.usd for p in points],
-            [p.metric for p in points],
-            lw=2.0 if best else 1,
-            alpha=1.0 if best else 0.6,
-            color="k" if best else None,
-            label=f"best trial {trial_id}" if best else None,
-            zorder=3 if best else 2,
-        )
-        ax.plot(points[-1].usd, points[-1].metric, "x", color=line.get_color())
-    if report.elbow is not None:  # the best trial's elbow, on its own curve
-        ax.plot(
-            report.elbow.usd,
-            report.elbow.metric,
-            "o",
-            color="tab:red",
-            zorder=4,
-            label=f"its elbow (epoch {report.elbow.epoch})",
-        )
-    if best_id is not None:
-        ax.legend()
-    ax.set_xlabel("cumulative dollars of the trial")
-    ax.set_ylabel(metric)
-    ax.set_title(f"{metric} versus dollars per trial (x = where it stopped)")
-    out["metric_vs_dollars"] = _png(fig)
-
-    fig, ax = plt.subplots(figsize=(8, 4.5))
-    timeline = report.run.ledger.timeline
-    start = timeline[0][4] if timeline and not math.isnan(timeline[0][4]) else 0.0
-    per_trial: dict[str, tuple[list[float], list[float]]] = {}
-    total_x: list[float] = []
-    total_y: list[float] = []
-    for i, (trial_id, _epoch, usd_delta, _metric, at) in enumerate(timeline):
-        x = (at - start) if not math.isnan(at) else float(i)
-        xs, ys = per_trial.setdefault(trial_id, ([], []))
-        xs.append(x)
-        ys.append((ys[-1] if ys else 0.0) + usd_delta)
-        total_x.append(x)
-        total_y.append((total_y[-1] if total_y else 0.0) + usd_delta)
-    for xs, ys in per_trial.values():
-        ax.plot(xs, ys, lw=0.8, alpha=0.7)
-    ax.plot(total_x, total_y, color="k", lw=1.5, label="whole sweep")
-    ax.legend()
-    ax.set_xlabel("seconds since the first report")
-    ax.set_ylabel("cumulative dollars")
-    ax.set_title("Spend over time, per trial and in total")
-    out["spend_over_time"] = _png(fig)
-
-    fig, ax = plt.subplots(figsize=(8, 4.5))
-    frame = report.trials.dropna(subset=[f"best_{metric}"])
-    if not frame.empty:
-        ax.scatter(frame["cost_usd"], frame[f"best_{metric}"], s=14, alpha=0.7, label="trials")
-        front = _pareto_front(frame["cost_usd"].tolist(), frame[f"best_{metric}"].tolist(), mode)
-        ax.step(
-            [c for c, _ in front], [m for _, m in front], where="post", color="tab:red", label="Pareto front"
-        )
-        ax.legend()
-    ax.set_xlabel("trial cost (dollars)")
-    ax.set_ylabel(f"best {metric}")
-    ax.set_title("Best metric versus cost")
-    out["pareto"] = _png(fig)
-
-    fig, ax = plt.subplots(figsize=(8, 4.5))
-    roi_frame = report.trials.dropna(subset=["roi"]).sort_values("roi", ascending=False)
-    ax.bar(range(len(roi_frame)), roi_frame["roi"], color="tab:green")
-    ax.set_xticks(range(len(roi_frame)), roi_frame["trial_id"], rotation=90, fontsize=6)
-    ax.set_ylabel("ROI (value per dollar)")
-    ax.set_title("ROI per trial")
-    out["roi"] = _png(fig)
-    plt.close("all")
-    return out
+    space = report.run.config.search_space
+    panels = [
+        hr.money_panel(ledger),
+        hr.curves_panel(ledger, best_id, report.elbow),
+        hr.pareto_panel(ledger, report.trials, best_id),
+        hr.spend_panel(report.spend_by_stop_reason, report.spend_by_band),
+        hr.parallel_panel(ledger, space),
+        hr.roi_panel(report.trials, best_id, ledger.sweep_baseline()),
+    ]
+    found = importance.result() if importance is not None else None
+    panels.insert(5, hr.importance_panel(ledger, space, found))
+    return panels
 
 
-def _pareto_front(costs: list[float], metrics: list[float], mode: str) -> list[tuple[float, float]]:
-    best = math.inf
-    front = []
-    for c, m in sorted(zip(costs, metrics, strict=True)):
-        loss = m if mode == "min" else -m
-        if loss < best:
-            best = loss
-            front.append((c, m))
-    return front
+def report_html(report: Report, by: str = "metric", importance: Any = None) -> str:
+    """One self-contained interactive page: the summary, the panels, the trial table."""
+    from costtune import htmlreport as hr
 
-
-def _png(fig: Any) -> bytes:
-    buffer = io.BytesIO()
-    fig.tight_layout()
-    fig.savefig(buffer, format="png", dpi=100)
-    return buffer.getvalue()
-
-
-def report_html(report: Report, by: str = "metric") -> str:
-    """A self-contained HTML page: prose, the trial table and the plots as data: URIs."""
     s = report.summary
-    images = "".join(
-        f'<figure><img alt="{name}" src="data:image/png;base64,{base64.b64encode(png).decode()}"/></figure>'
-        for name, png in plots(report).items()
-    )
     items = "".join(f"<li>{html.escape(line)}</li>" for line in summary_lines(s) + report_lines(report))
-    table = sort_trials(report.trials, s["metric"], s["mode"], by).to_html(
-        index=False, float_format=lambda v: f"{v:.4g}", na_rep="–", border=0
-    )
-    return (
-        "<!doctype html><html><head><meta charset='utf-8'>"
-        f"<title>costtune report: {html.escape(report.run.name)}</title>"
-        "<style>body{font-family:sans-serif;margin:2em;max-width:1100px}"
-        "table{border-collapse:collapse;font-size:12px}td,th{padding:2px 6px;border-bottom:1px solid #ddd}"
-        "img{max-width:100%}</style></head><body>"
-        f"<h1>costtune report: {html.escape(report.run.name)}</h1><ul>{items}</ul>"
-        f"{images}<h2>Trials</h2>{table}</body></html>"
+    table = hr.table_html(sort_trials(report.trials, s["metric"], s["mode"], by), "trials", "Trials")
+    return hr.page(
+        f"costtune report: {report.run.name}",
+        f"<ul class='summary'>{items}</ul>",
+        report_panels(report, importance),
+        [table],
+        s.get("best_trial_id"),
     )
 
 
 # -------------------------------------------------------------------------- compare
 def compare_runs(runs: list[Run], target: float | None = None) -> pd.DataFrame:
-    """Side by side: dollars, GPU-hours, best metric, dollars to reach ``target``, ratios.
+    """Side by side: dollars, GPU-hours, saved fraction, wall time, stop reasons, best metric,
+    dollars to reach ``target`` and to reach each run's own best, with ratios to the first.
 
     ``target`` defaults to the worse run's best metric, so every run reaches it.
     """
@@ -488,20 +398,142 @@ def compare_runs(runs: list[Run], target: float | None = None) -> pd.DataFrame:
                 "total_cost_usd": s["total_cost_usd"],
                 "gpu_hours": s["total_gpu_hours"],
                 "device_hours": s["total_device_hours"],
+                "saved_fraction": s["saved_fraction"],
+                "wall_seconds": wall_seconds(run),
+                "stop_reasons": ", ".join(f"{k} {v}" for k, v in sorted(s["stop_reasons"].items())),
                 f"best_{run.config.metric}": s["best_metric"],
+                "cost_to_best_usd": dollars_to_best(run.ledger),
                 "target": target,
                 "cost_to_target_usd": None if target is None else cost_to_target(run.ledger, target),
             }
         )
     frame = pd.DataFrame(rows)
-    base = frame["total_cost_usd"].iloc[0]
-    frame["cost_ratio"] = frame["total_cost_usd"] / base if base > 0 else math.nan
-    first_to_target = frame["cost_to_target_usd"].iloc[0]
-    frame["cost_to_target_ratio"] = [
-        (v / first_to_target) if v is not None and first_to_target else math.nan
-        for v in frame["cost_to_target_usd"]
-    ]
-    return frame
+    for column in ("total_cost_usd", "cost_to_target_usd", "wall_seconds"):
+        first = frame[column].iloc[0]
+        frame[column.removesuffix("_usd").removesuffix("_seconds") + "_ratio"] = [
+            (v / first) if v is not None and first and not _isnan(v) and not _isnan(first) else math.nan
+            for v in frame[column]
+        ]
+    return frame.rename(columns={"total_cost_ratio": "cost_ratio", "wall_ratio": "wall_time_ratio"})
+
+
+def _isnan(value: Any) -> bool:
+    return isinstance(value, float) and math.isnan(value)
+
+
+def wall_seconds(run: Run) -> float:
+    """How long the sweep ran: ``summary.json``'s figure, else the span of its ledger's
+    reports (an interrupted run), else NaN."""
+    try:
+        written = json.loads((run.directory / "summary.json").read_text())
+        return float(written["wall_seconds"])
+    except (OSError, ValueError, KeyError, TypeError):
+        pass
+    times = [at for *_rest, at in run.ledger.timeline if not math.isnan(at)]
+    return max(times) - min(times) if len(times) >= 2 else math.nan
+
+
+def config_key(config: dict[str, Any]) -> str:
+    """One configuration, as the same text in every run (floats to 12 significant digits)."""
+
+    def norm(v: Any) -> Any:
+        return float(f"{v:.12g}") if isinstance(v, float) else v
+
+    return json.dumps({k: norm(v) for k, v in sorted(config.items())}, sort_keys=True, default=str)
+
+
+def matched_trials(runs: list[Run]) -> pd.DataFrame:
+    """Trials with the same configuration in two or more runs (runs that sampled the same
+    ones: same seed and searcher), one row per configuration: its epochs, dollars, stop
+    reason and best metric in each run (empty where a run did not sample it)."""
+    by_run: list[dict[str, Any]] = []
+    for run in runs:
+        seen: dict[str, Any] = {}
+        for record in run.ledger.trials.values():
+            seen.setdefault(config_key(record.config), record)  # a repeat: its first trial
+        by_run.append(seen)
+    counts: dict[str, int] = {}
+    for seen in by_run:
+        for key in seen:
+            counts[key] = counts.get(key, 0) + 1
+    rows = []
+    for key in sorted(k for k, n in counts.items() if n >= 2):
+        row: dict[str, Any] = {"config": ", ".join(f"{k}={_fmt(v)}" for k, v in json.loads(key).items())}
+        for run, seen in zip(runs, by_run, strict=True):
+            hit = seen.get(key)
+            name = run.name
+            row[f"{name}: trial"] = hit.trial_id if hit else None
+            row[f"{name}: epochs"] = hit.epochs if hit else None
+            row[f"{name}: cost_usd"] = run.ledger.cost_usd(hit) if hit else None
+            row[f"{name}: stop_reason"] = (hit.stop_reason or hit.status.lower()) if hit else None
+            best = run.ledger.best_metric(hit) if hit else math.nan
+            row[f"{name}: best_{run.config.metric}"] = None if math.isnan(best) else best
+        rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def compare_json(frame: pd.DataFrame, matched: pd.DataFrame) -> str:
+    return json.dumps(
+        {
+            "runs": json.loads(frame.to_json(orient="records")),
+            "matched_trials": json.loads(matched.to_json(orient="records")) if not matched.empty else [],
+        },
+        indent=2,
+    )
+
+
+def compare_markdown(frame: pd.DataFrame, matched: pd.DataFrame) -> str:
+    side = frame.set_index("run").T.reset_index().rename(columns={"index": ""})
+    parts = ["## Sweeps side by side (ratios against the first)", "", markdown_table(side)]
+    parts += ["## Trials matched by configuration", ""]
+    parts.append(markdown_table(matched) if not matched.empty else "_no configuration ran in two runs_\n")
+    return "\n".join(parts)
+
+
+def compare_html(runs: list[Run], frame: pd.DataFrame, matched: pd.DataFrame) -> str:
+    """One self-contained interactive page: the runs' best-so-far against dollars overlaid,
+    dollars to each run's best, the side-by-side table and the matched trials."""
+    from costtune import htmlreport as hr
+
+    side = frame.set_index("run").T.reset_index().rename(columns={"index": "measure"})
+    tables = [hr.table_html(side, "side", "Sweeps side by side (ratios against the first)")]
+    if matched.empty:
+        tables.append(
+            "<section class='table'><h2>Trials matched by configuration</h2>"
+            "<p class='note'>no configuration ran in two of these runs (different seeds or "
+            "searchers sample different ones)</p></section>"
+        )
+    else:
+        tables.append(hr.table_html(matched, "matched", "Trials matched by configuration"))
+    names = ", ".join(html.escape(r.name) for r in runs)
+    return hr.page(
+        f"costtune compare: {', '.join(r.name for r in runs)}",
+        f"<p class='caption'>Runs {names}; ratios against the first.</p>",
+        [hr.compare_money_panel(runs), hr.compare_dollars_panel(frame)],
+        tables,
+        None,
+    )
+
+
+def matched_table(matched: pd.DataFrame) -> Table:
+    """The matched trials for a terminal: a configuration per row, each run's epochs,
+    dollars and stop reason in one cell."""
+    table = Table(title="Trials matched by configuration", box=box.SIMPLE_HEAD)
+    table.add_column("config", overflow="fold")
+    runs = list(dict.fromkeys(c.split(": ")[0] for c in matched.columns if ": " in c))
+    for name in runs:
+        table.add_column(name, overflow="fold")
+    for _, row in matched.iterrows():
+        cells = []
+        for name in runs:
+            epochs = row.get(f"{name}: epochs")
+            if epochs is None or _isnan(epochs):
+                cells.append("–")
+                continue
+            cost = row.get(f"{name}: cost_usd")
+            cells.append(f"{int(epochs)} ep, {usd(cost)}, {row.get(f'{name}: stop_reason')}")
+        table.add_row(str(row["config"]), *cells)
+    return table
 
 
 def compare_table(frame: pd.DataFrame) -> Table:

@@ -10,6 +10,7 @@ import html
 import json
 import math
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -105,6 +106,11 @@ class SweepResult:
             "checkpoint": _checkpoint_of(self.output_dir, record.trial_id, epoch),
         }
 
+    def to_optuna_study(self) -> Any:
+        """The trials as an in-memory ``optuna.Study``, for Optuna's analysis tools
+        (``optuna.importance``, ``optuna.visualization``). See :func:`to_optuna_study`."""
+        return to_optuna_study(self.ledger, load_run_config(self.output_dir).search_space)
+
     def _repr_html_(self) -> str:
         s = self.summary
         best = self.best
@@ -172,3 +178,79 @@ def _checkpoint_of(out: Path, trial_id: str, epoch: int) -> Path | None:
         key=lambda p: int(p.name.rpartition("_")[2]),
     )
     return kept[-1] if kept else None
+
+
+def to_optuna_study(ledger: Ledger, search_space: Mapping[str, Any]) -> Any:
+    """A sweep's trials as an in-memory ``optuna.Study`` (Optuna's own objects, no storage).
+
+    Each trial that reported becomes a COMPLETE Optuna trial whose value is the best metric
+    it reached, whatever epoch it stopped at (an early-stopped trial counts at the fidelity
+    it reached), with its cost in ``user_attrs`` (``cost_usd``, ``epochs``, ``stop_reason``,
+    ``costtune_trial_id``). Distributions come from the config's search space; a trial whose
+    value lies outside them (PBT explores past the bounds) is left out. Trials that never
+    reported, or reported only NaN, are left out too.
+    """
+    return study_of(trial_rows(ledger), search_space, ledger.spec.mode)
+
+
+def trial_rows(ledger: Ledger) -> list[dict[str, Any]]:
+    """What a study needs of each trial that reported: config, best metric, cost, epochs."""
+    rows = []
+    for record in ledger.trials.values():
+        value = ledger.best_metric(record)
+        if not math.isnan(value):
+            rows.append(
+                {
+                    "trial_id": record.trial_id,
+                    "config": record.config,
+                    "value": value,
+                    "cost_usd": ledger.cost_usd(record),
+                    "epochs": record.epochs,
+                    "stop_reason": record.stop_reason,
+                }
+            )
+    return rows
+
+
+def study_of(rows: list[dict[str, Any]], search_space: Mapping[str, Any], mode: str) -> Any:
+    """:func:`to_optuna_study` from :func:`trial_rows`."""
+    import optuna
+
+    distributions = {name: _distribution(spec) for name, spec in search_space.items()}
+    verbosity = optuna.logging.get_verbosity()
+    optuna.logging.set_verbosity(optuna.logging.WARNING)  # not "A new study created in memory"
+    try:
+        study = optuna.create_study(direction="minimize" if mode == "min" else "maximize")
+    finally:
+        optuna.logging.set_verbosity(verbosity)
+    trials = []
+    for row in rows:
+        if not all(name in row["config"] for name in distributions):
+            continue
+        try:
+            trial = optuna.trial.create_trial(
+                params={name: row["config"][name] for name in distributions},
+                distributions=distributions,
+                value=row["value"],
+                user_attrs={
+                    "costtune_trial_id": row["trial_id"],
+                    "cost_usd": row["cost_usd"],
+                    "epochs": row["epochs"],
+                    "stop_reason": row["stop_reason"],
+                },
+            )
+        except ValueError:  # a value outside its distribution (Optuna validates each one)
+            continue
+        trials.append(trial)
+    study.add_trials(trials)
+    return study
+
+
+def _distribution(spec: Any) -> Any:
+    from optuna.distributions import CategoricalDistribution, FloatDistribution, IntDistribution
+
+    if spec.type == "choice":
+        return CategoricalDistribution(list(spec.values))
+    if spec.type in ("int", "logint"):
+        return IntDistribution(int(spec.low), int(spec.high), log=spec.type == "logint")
+    return FloatDistribution(float(spec.low), float(spec.high), log=spec.type == "loguniform")

@@ -1,0 +1,866 @@
+"""The interactive HTML report and comparison: one self-contained file each, Plotly inlined.
+
+Figures are built as plain Plotly JSON (``{"data": [...], "layout": {...}}``) rather than
+through ``plotly.graph_objects``: at 1,000 trials the object layer's validation costs more
+than everything else together, and the JSON is what the page needs anyway. The only thing
+taken from the ``plotly`` package is the Plotly.js bundle it ships (``get_plotlyjs``), so
+the page works offline, as Optuna's visualisations do.
+
+Each panel is a :class:`Panel`; a page is a list of them plus tables. A small script plots
+them, shows a banner for a panel that failed, and records what it drew in
+``<body data-render=…>`` (panels, points, errors) — what the browser tests read.
+"""
+
+from __future__ import annotations
+
+import html
+import json
+import math
+import os
+import pickle
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import pandas as pd
+
+from costtune.analysis import best_so_far, best_so_far_had_all_run_full
+from costtune.ledger import Ledger, TrialRecord
+
+#: one colour per stop reason, stable across panels and pages
+_REASON_COLOURS = {
+    "completed": "#1f77b4",
+    "rung_pruned": "#ff7f0e",
+    "marginal_roi": "#2ca02c",
+    "patience": "#9467bd",
+    "outlook": "#8c564b",
+    "trial_cost_cap": "#d62728",
+    "trial_time_cap": "#e377c2",
+    "sweep_budget": "#7f7f7f",
+    "error": "#bcbd22",
+    "interrupted": "#17becf",
+}
+_OTHER_COLOURS = ["#393b79", "#637939", "#8c6d31", "#843c39", "#7b4173", "#3182bd", "#31a354"]
+_RUN_COLOURS = ["#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b", "#17becf"]
+_BEST = "#000000"
+
+
+@dataclass
+class Panel:
+    """One figure of a page: a div, a heading, a caption, and its Plotly JSON."""
+
+    id: str
+    title: str
+    caption: str
+    data: list[dict[str, Any]]
+    layout: dict[str, Any] = field(default_factory=dict)
+    note: str | None = None  # shown instead of the figure when there is nothing to draw
+
+
+def _num(value: Any) -> float | None:
+    """A JSON-safe number (NaN and infinities become null, which Plotly leaves out)."""
+    try:
+        v = float(value)
+    except (TypeError, ValueError):
+        return None
+    return v if math.isfinite(v) else None
+
+
+def _fmt(value: Any) -> str:
+    if isinstance(value, float):
+        return f"{value:.4g}"
+    return str(value)
+
+
+def config_text(config: Mapping[str, Any], limit: int = 8) -> str:
+    """A trial's hyperparameters for a hover label, one per line."""
+    items = [f"{html.escape(str(k))}={html.escape(_fmt(v))}" for k, v in list(config.items())[:limit]]
+    if len(config) > limit:
+        items.append(f"… {len(config) - limit} more")
+    return "<br>".join(items)
+
+
+def reason_of(record: TrialRecord) -> str:
+    return record.stop_reason or ("interrupted" if record.status == "RUNNING" else record.status.lower())
+
+
+def _colour(reason: str, seen: dict[str, str]) -> str:
+    if reason not in seen:
+        seen[reason] = _REASON_COLOURS.get(reason, _OTHER_COLOURS[len(seen) % len(_OTHER_COLOURS)])
+    return seen[reason]
+
+
+def _axis(title: str, **more: Any) -> dict[str, Any]:
+    return {"title": {"text": title}, "automargin": True, **more}
+
+
+def _log_if_wide(values: Iterable[float]) -> str:
+    """``"log"`` when every value is positive and they span 1.5 decades or more."""
+    finite = [v for v in values if v is not None and math.isfinite(v)]
+    if finite and min(finite) > 0 and max(finite) / min(finite) >= 10**1.5:
+        return "log"
+    return "linear"
+
+
+def _layout(x: str, y: str, **more: Any) -> dict[str, Any]:
+    return {
+        "xaxis": _axis(x),
+        "yaxis": _axis(y),
+        "hovermode": "closest",
+        "margin": {"t": 30, "r": 20, "b": 50, "l": 60},
+        "legend": {"orientation": "h", "y": -0.22},
+        **more,
+    }
+
+
+# --------------------------------------------------------------------- report panels
+def money_panel(ledger: Ledger) -> Panel:
+    """Best-so-far metric against the sweep's cumulative dollars, and the counterfactual."""
+    metric = ledger.spec.metric
+    points = best_so_far(ledger)
+    spent = sum(usd for _t, _e, usd, _m, _a in ledger.timeline)
+    data: list[dict[str, Any]] = []
+    if points:
+        xs = [p.usd for p in points] + [spent]
+        ys = [p.metric for p in points] + [points[-1].metric]
+        data.append(
+            {
+                "type": "scatter",
+                "mode": "lines",
+                "x": xs,
+                "y": ys,
+                "line": {"shape": "hv", "color": "#1f77b4", "width": 2},
+                "name": "this sweep",
+                "hoverinfo": "skip",
+            }
+        )
+        data.append(
+            {
+                "type": "scatter",
+                "mode": "markers",
+                "x": [p.usd for p in points],
+                "y": [p.metric for p in points],
+                "marker": {"size": 8, "color": "#1f77b4"},
+                "name": "a new best",
+                "hovertext": [
+                    f"trial {p.trial_id}, epoch {p.epoch}<br>{metric} {p.metric:.4g}<br>"
+                    f"sweep spent ${p.usd:.4g}<br>{config_text(ledger.trials[p.trial_id].config)}"
+                    for p in points
+                ],
+                "hoverinfo": "text",
+            }
+        )
+    full = best_so_far_had_all_run_full(ledger)
+    if full:
+        data.append(
+            {
+                "type": "scatter",
+                "mode": "lines+markers",
+                "x": [p.usd for p in full],
+                "y": [p.metric for p in full],
+                "line": {"shape": "hv", "color": "#7f7f7f", "dash": "dash"},
+                "marker": {"size": 4},
+                "name": "had every trial run to max_epochs",
+                "hovertext": [
+                    f"trial {p.trial_id} paid to epoch {p.epoch}<br>best {metric} so far {p.metric:.4g}<br>"
+                    f"${p.usd:.4g}"
+                    for p in full
+                ],
+                "hoverinfo": "text",
+            }
+        )
+    ys = [p.metric for p in points] + [p.metric for p in full]
+    return Panel(
+        "money",
+        "Best so far against dollars",
+        f"The best {html.escape(metric)} of the sweep against what the whole sweep had spent (every "
+        "epoch of every trial, in the order they ran); a marker where a new best arrived. Dashed: the "
+        "same trials had each been paid to max_epochs (their observed best; what the saving is "
+        "measured against).",
+        data,
+        _layout("sweep dollars spent", metric, yaxis=_axis(metric, type=_log_if_wide(ys))),
+        None if data else "no trial reported the metric",
+    )
+
+
+def curves_panel(ledger: Ledger, best_id: str | None, elbow: Any = None) -> Panel:
+    """Each trial's metric against epochs, its stop point marked and coloured by why."""
+    metric = ledger.spec.metric
+    model = ledger.spec.cost_model
+    colours: dict[str, str] = {}
+    shown: set[str] = set()
+    data: list[dict[str, Any]] = []
+    values: list[float] = []
+    best_trace: list[dict[str, Any]] = []
+    ends: dict[str, tuple[list[int], list[float | None], list[str]]] = {}
+    for record in ledger.trials.values():
+        if not record.history:
+            continue
+        reason = reason_of(record)
+        colour = _colour(reason, colours)
+        epochs = [e for e, _s, _m in record.history]
+        ys = [_num(m) for _e, _s, m in record.history]
+        values.extend(v for v in ys if v is not None)
+        dollars = [model.cost_usd(s, record.devices, record.device_kind) for _e, s, _m in record.history]
+        best = record.trial_id == best_id
+        label = f"best trial {record.trial_id}" if best else f"trial {record.trial_id}"
+        trace = {
+            "type": "scatter",
+            "mode": "lines",
+            "x": epochs,
+            "y": ys,
+            "customdata": dollars,
+            "line": {"color": _BEST if best else colour, "width": 3 if best else 1},
+            "opacity": 1.0 if best else 0.55,
+            "name": label if best else reason,
+            "legendgroup": "best" if best else reason,
+            "showlegend": best or reason not in shown,
+            "hovertemplate": f"{label} ({html.escape(reason)})<br>epoch %{{x}}<br>{html.escape(metric)} "
+            f"%{{y:.4g}}<br>$%{{customdata:.4g}} so far<br>{config_text(record.config)}<extra></extra>",
+        }
+        if best:
+            best_trace.append(trace)
+        else:
+            shown.add(reason)
+            data.append(trace)
+        xs_end, ys_end, text_end = ends.setdefault(reason, ([], [], []))
+        xs_end.append(epochs[-1])
+        ys_end.append(ys[-1])
+        text_end.append(f"{label} stopped: {reason}<br>epoch {epochs[-1]}, ${dollars[-1]:.4g}")
+    for reason, (xs, ys, text) in ends.items():
+        data.append(
+            {
+                "type": "scatter",
+                "mode": "markers",
+                "x": xs,
+                "y": ys,
+                "hovertext": text,
+                "hoverinfo": "text",
+                "marker": {"symbol": "x", "size": 7, "color": colours[reason]},
+                "name": f"stopped: {reason}",
+                "legendgroup": reason,
+                "showlegend": False,
+            }
+        )
+    data.extend(best_trace)  # drawn last: on top
+    if elbow is not None and best_id is not None:
+        data.append(
+            {
+                "type": "scatter",
+                "mode": "markers",
+                "x": [elbow.epoch],
+                "y": [_num(elbow.metric)],
+                "marker": {"size": 12, "color": "#d62728", "symbol": "circle-open", "line": {"width": 3}},
+                "name": f"elbow of best trial {best_id} (epoch {elbow.epoch})",
+                "hovertext": [
+                    f"elbow of best trial {best_id}: epoch {elbow.epoch}<br>after it, "
+                    f"${elbow.usd_after:.4g} bought less than {elbow.min_roi:.3g} ROI per dollar"
+                ],
+                "hoverinfo": "text",
+            }
+        )
+    scale = _log_if_wide(values)
+    return Panel(
+        "curves",
+        "Learning curves",
+        f"Every trial's {html.escape(metric)} by epoch (y on a log scale when it spans decades); × where "
+        "it stopped, coloured by why; the best trial in black with its elbow. Click a legend entry to "
+        "hide or show a stop reason.",
+        data,
+        _layout("epoch", metric, yaxis=_axis(metric, type=scale)),
+        None if data else "no trial reported an epoch",
+    )
+
+
+def pareto_panel(ledger: Ledger, frame: pd.DataFrame, best_id: str | None) -> Panel:
+    """Each trial's best metric against its dollars, with the Pareto front."""
+    metric, mode = ledger.spec.metric, ledger.spec.mode
+    column = f"best_{metric}"
+    rows = frame.dropna(subset=[column]) if column in frame else frame.iloc[0:0]
+    data: list[dict[str, Any]] = []
+    if not rows.empty:
+        text = [
+            f"{'best trial' if t == best_id else 'trial'} {t} ({r})<br>{metric} {m:.4g}, ${c:.4g}, "
+            f"{int(e)} epochs<br>{config_text(ledger.trials[t].config)}"
+            for t, r, m, c, e in zip(
+                rows["trial_id"],
+                rows["stop_reason"],
+                rows[column],
+                rows["cost_usd"],
+                rows["epochs"],
+                strict=True,
+            )
+        ]
+        data.append(
+            {
+                "type": "scatter",
+                "mode": "markers",
+                "x": rows["cost_usd"].tolist(),
+                "y": rows[column].tolist(),
+                "hovertext": text,
+                "hoverinfo": "text",
+                "marker": {
+                    "size": [12 if t == best_id else 7 for t in rows["trial_id"]],
+                    "color": [_BEST if t == best_id else "#1f77b4" for t in rows["trial_id"]],
+                    "opacity": 0.75,
+                },
+                "name": "trials",
+            }
+        )
+        front = pareto_front(rows["cost_usd"].tolist(), rows[column].tolist(), mode)
+        data.append(
+            {
+                "type": "scatter",
+                "mode": "lines",
+                "x": [c for c, _ in front],
+                "y": [m for _, m in front],
+                "line": {"shape": "hv", "color": "#d62728"},
+                "name": "Pareto front",
+                "hoverinfo": "skip",
+            }
+        )
+    return Panel(
+        "pareto",
+        "Metric against dollars per trial",
+        f"Each trial's best {html.escape(metric)} against what it cost; the red line is the Pareto "
+        "front (no cheaper trial did better); the best trial in black.",
+        data,
+        _layout(
+            "trial dollars",
+            f"best {metric}",
+            xaxis=_axis(
+                "trial dollars", type=_log_if_wide(rows["cost_usd"].tolist() if not rows.empty else [])
+            ),
+            yaxis=_axis(f"best {metric}", type=_log_if_wide(rows[column].tolist() if not rows.empty else [])),
+        ),
+        None if data else "no trial reported the metric",
+    )
+
+
+def pareto_front(costs: Sequence[float], metrics: Sequence[float], mode: str) -> list[tuple[float, float]]:
+    """The trials no cheaper trial beats: sorted by cost, each better than all before it."""
+    best = math.inf
+    front = []
+    for c, m in sorted(zip(costs, metrics, strict=True)):
+        loss = m if mode == "min" else -m
+        if loss < best:
+            best = loss
+            front.append((c, m))
+    return front
+
+
+def spend_panel(by_reason: Mapping[str, float], by_band: Mapping[str, float]) -> Panel:
+    """Dollars by stop reason and by epoch band, side by side."""
+    colours: dict[str, str] = {}
+    data = [
+        {
+            "type": "bar",
+            "x": list(by_reason),
+            "y": list(by_reason.values()),
+            "marker": {"color": [_colour(r, colours) for r in by_reason]},
+            "hovertemplate": "%{x}: $%{y:.4g}<extra>by stop reason</extra>",
+            "name": "by stop reason",
+        },
+        {
+            "type": "bar",
+            "x": [f"epochs {b}" for b in by_band],
+            "y": list(by_band.values()),
+            "marker": {"color": "#7f7f7f"},
+            "xaxis": "x2",
+            "yaxis": "y2",
+            "hovertemplate": "%{x}: $%{y:.4g}<extra>by epoch band</extra>",
+            "name": "by epoch band",
+        },
+    ]
+    layout = {
+        "xaxis": {"domain": [0, 0.45], "title": {"text": "stop reason"}, "automargin": True},
+        "yaxis": {"title": {"text": "dollars"}, "automargin": True},
+        "xaxis2": {"domain": [0.55, 1], "title": {"text": "epoch band (rungs)"}, "automargin": True},
+        "yaxis2": {"anchor": "x2", "automargin": True},
+        "showlegend": False,
+        "margin": {"t": 30, "r": 20, "b": 60, "l": 60},
+    }
+    return Panel(
+        "spend",
+        "Where the money went",
+        "Left: dollars of the trials that ended for each reason. Right: dollars spent in each band of "
+        "epochs (the scheduler's rungs): what the early epochs of many trials cost against the late "
+        "epochs of a few.",
+        data,
+        layout,
+        None if any(by_reason.values()) or any(by_band.values()) else "nothing was spent",
+    )
+
+
+def parallel_panel(ledger: Ledger, search_space: Mapping[str, Any]) -> Panel:
+    """Parallel coordinates of the hyperparameters, coloured by the best metric."""
+    metric = ledger.spec.metric
+    records = [r for r in ledger.trials.values() if not math.isnan(ledger.best_metric(r)) and r.config]
+    names = [n for n in search_space if any(n in r.config for r in records)] or sorted(
+        {k for r in records for k in r.config}
+    )
+    dimensions: list[dict[str, Any]] = []
+    for name in names:
+        raw = [r.config.get(name) for r in records]
+        spec = search_space.get(name)
+        numbers = [float(v) for v in raw if isinstance(v, int | float) and not isinstance(v, bool)]
+        if len(numbers) == len(raw) and getattr(spec, "type", "") != "choice":
+            log = getattr(spec, "type", "") in ("loguniform", "logint") and all(v > 0 for v in numbers)
+            values = [math.log10(v) if log else v for v in numbers]
+            dimensions.append({"label": f"log10 {name}" if log else name, "values": values})
+        else:
+            labels = list(dict.fromkeys(_fmt(v) for v in raw))
+            index = {label: i for i, label in enumerate(labels)}
+            dimensions.append(
+                {
+                    "label": name,
+                    "values": [index[_fmt(v)] for v in raw],
+                    "tickvals": list(range(len(labels))),
+                    "ticktext": labels,
+                }
+            )
+    scores = [ledger.best_metric(r) for r in records]
+    data: list[dict[str, Any]] = []
+    if dimensions and len(records) >= 2:
+        dimensions.append({"label": f"best {metric}", "values": scores})
+        data.append(
+            {
+                "type": "parcoords",
+                "dimensions": dimensions,
+                "line": {
+                    "color": scores,
+                    "colorscale": "Viridis",
+                    "reversescale": ledger.spec.mode == "min",  # the good end is bright either way
+                    "showscale": True,
+                    "colorbar": {"title": {"text": metric}},
+                },
+            }
+        )
+    return Panel(
+        "parallel",
+        "Hyperparameters, coloured by the result",
+        f"One line per trial through its hyperparameters to its best {html.escape(metric)} (brighter is "
+        "better). Drag along an axis to keep a range.",
+        data,
+        {"margin": {"t": 50, "r": 60, "b": 30, "l": 60}},
+        None if data else "needs two trials with hyperparameters and a metric",
+    )
+
+
+#: up to this many trials, Optuna's fANOVA (its default evaluator: a random forest, whose
+#: cost grows with the trials squared: 1.4 s at 200 trials and 14 s at 1,000 on 2 cores, plus
+#: 1.6 s to import scikit-learn); past it, Optuna's PED-ANOVA (linear, no forest: 0.01 s at
+#: 1,000), which was built for many trials
+FANOVA_MAX_TRIALS = 200
+
+
+@dataclass(frozen=True)
+class Importance:
+    """What Optuna's evaluator said: importance by hyperparameter, or why there is none."""
+
+    importances: dict[str, float]
+    trials: int  # the trials it was computed on
+    method: str  # "fANOVA" or "PED-ANOVA"
+    note: str | None = None
+
+
+def importance(ledger: Ledger, search_space: Mapping[str, Any]) -> Importance:
+    """Optuna's importance of each hyperparameter for the best metric: fANOVA, or PED-ANOVA
+    for sweeps of more than :data:`FANOVA_MAX_TRIALS` trials."""
+    from costtune.results import trial_rows
+
+    return importance_of(trial_rows(ledger), search_space, ledger.spec.mode)
+
+
+def importance_of(rows: list[dict[str, Any]], search_space: Mapping[str, Any], mode: str) -> Importance:
+    """:func:`importance` from :func:`costtune.results.trial_rows`."""
+    import warnings
+
+    from costtune.results import study_of
+
+    study = study_of(rows, search_space, mode)
+    complete = len(study.trials)
+    method = "fANOVA" if complete <= FANOVA_MAX_TRIALS else "PED-ANOVA"
+    if len(search_space) < 2 and complete >= 2:
+        return Importance({next(iter(search_space)): 1.0}, complete, method)
+    if complete < 4:
+        return Importance({}, complete, method, f"needs at least 4 trials with a metric (has {complete})")
+    import optuna
+    from optuna.importance import FanovaImportanceEvaluator, PedAnovaImportanceEvaluator
+
+    evaluator = FanovaImportanceEvaluator(seed=0) if method == "fANOVA" else PedAnovaImportanceEvaluator()
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # PED-ANOVA is marked experimental
+            found = optuna.importance.get_param_importances(study, evaluator=evaluator)
+    except (ValueError, RuntimeError) as exc:  # e.g. every trial has the same value
+        return Importance({}, complete, method, f"Optuna could not evaluate it: {exc}")
+    return Importance({k: float(v) for k, v in found.items()}, complete, method)
+
+
+class ImportanceHelper:
+    """A forked child that computes :func:`importance` beside the parent's own work.
+
+    Importing Optuna's importance module loads scikit-learn (1.2 s on 2 cores, also for
+    PED-ANOVA, which does not use it): at 1,000 trials a quarter of a report's time. The
+    child starts that import at once, on the second core, while the parent reads the run;
+    :meth:`ask` then sends it the trials (configs and values: small), and :meth:`result`
+    waits for the answer. Only for single-threaded callers (the CLI): forking a process
+    that runs threads (Ray, a notebook kernel) is unsafe. Where anything fails (no fork,
+    the child died), :meth:`result` returns ``None`` and the caller computes it in-process.
+    """
+
+    def __init__(self) -> None:
+        self._pid = 0
+        if not hasattr(os, "fork"):
+            return
+        ask_read, self._ask = os.pipe()
+        self._answer, answer_write = os.pipe()
+        pid = os.fork()
+        if pid == 0:  # the child: never returns, never runs the parent's exit handlers
+            os.close(self._ask)
+            os.close(self._answer)
+            _serve(ask_read, answer_write)
+        os.close(ask_read)
+        os.close(answer_write)
+        self._pid = pid
+
+    def ask(self, ledger: Ledger, search_space: Mapping[str, Any]) -> None:
+        if not self._pid:
+            return
+        from costtune.results import trial_rows
+
+        request = pickle.dumps((trial_rows(ledger), dict(search_space), ledger.spec.mode))
+        try:
+            with os.fdopen(self._ask, "wb") as pipe:
+                pipe.write(request)
+        except OSError:  # the child is gone
+            self._pid = 0
+
+    def result(self) -> Importance | None:
+        if not self._pid:
+            return None
+        with os.fdopen(self._answer, "rb") as pipe:
+            payload = pipe.read()
+        os.waitpid(self._pid, 0)
+        try:
+            found = pickle.loads(payload) if payload else None
+        except (pickle.UnpicklingError, EOFError, AttributeError):
+            return None
+        return found if isinstance(found, Importance) else None
+
+
+def _serve(ask_read: int, answer_write: int) -> None:
+    payload = b""
+    try:
+        import optuna.importance  # noqa: F401 (the slow part, while the parent reads the run)
+
+        with os.fdopen(ask_read, "rb") as pipe:
+            request = pipe.read()
+        if request:
+            payload = pickle.dumps(importance_of(*pickle.loads(request)))
+    except BaseException:
+        payload = b""
+    try:
+        with os.fdopen(answer_write, "wb") as pipe:
+            pipe.write(payload)
+    finally:
+        os._exit(0)
+
+
+def importance_panel(
+    ledger: Ledger, search_space: Mapping[str, Any], found: Importance | None = None
+) -> Panel:
+    """Optuna's importance of each hyperparameter for the best metric, as a bar chart."""
+    found = found or importance(ledger, search_space)
+    fanova = found.method == "fANOVA"
+    meaning = (
+        "the share of the metric's variance each hyperparameter explains"
+        if fanova
+        else "how much each hyperparameter's values differ between the best 10% of trials and all"
+    )
+    data: list[dict[str, Any]] = []
+    if found.importances:
+        names = list(found.importances)[::-1]  # the most important on top
+        data.append(
+            {
+                "type": "bar",
+                "orientation": "h",
+                "x": [found.importances[n] for n in names],
+                "y": names,
+                "marker": {"color": "#1f77b4"},
+                "hovertemplate": f"%{{y}}: %{{x:.3f}}<extra>{found.method} importance</extra>",
+            }
+        )
+    return Panel(
+        "importance",
+        "Hyperparameter importance",
+        f"Optuna's {found.method} evaluator on the {found.trials} trials that reported, each scored by the "
+        f"best {html.escape(ledger.spec.metric)} it reached (an early-stopped trial at the epochs it ran): "
+        f"{meaning}.",
+        data,
+        _layout(f"{found.method} importance (sums to 1)", "", margin={"t": 30, "r": 20, "b": 50, "l": 120}),
+        found.note or (None if data else "no hyperparameters"),
+    )
+
+
+def roi_panel(frame: pd.DataFrame, best_id: str | None, baseline: float) -> Panel:
+    """ROI per trial, against the sweep's baseline, best first."""
+    rows = frame.dropna(subset=["roi"]).sort_values("roi", ascending=False) if "roi" in frame else frame
+    data: list[dict[str, Any]] = []
+    if not rows.empty:
+        data.append(
+            {
+                "type": "bar",
+                "x": [f"{'best ' if t == best_id else ''}{t}" for t in rows["trial_id"]],
+                "y": rows["roi"].tolist(),
+                "marker": {"color": [_BEST if t == best_id else "#2ca02c" for t in rows["trial_id"]]},
+                "hovertext": [
+                    f"{'best trial' if t == best_id else 'trial'} {t}: ROI {v:.4g}, ${c:.4g}"
+                    for t, v, c in zip(rows["trial_id"], rows["roi"], rows["cost_usd"], strict=True)
+                ],
+                "hoverinfo": "text",
+            }
+        )
+    return Panel(
+        "roi",
+        "ROI per trial",
+        f"Value bought per dollar: the trial's best metric's improvement over the sweep's baseline "
+        f"({baseline:.4g}, the median metric at the first rung, or cost.baseline_metric) × business value "
+        "/ its dollars. A trial that starts badly and stays bad ranks last, not first.",
+        data,
+        _layout(
+            "trial",
+            "ROI (value per dollar)",
+            xaxis=_axis("trial", type="category", showticklabels=len(rows) <= 60),
+        ),
+        None if data else "no trial has an ROI",
+    )
+
+
+# -------------------------------------------------------------------------- tables
+def table_html(frame: pd.DataFrame, table_id: str, caption: str) -> str:
+    """A sortable (click a header), filterable (type in the box) table that scrolls inside
+    the page instead of widening it."""
+    head = "".join(f"<th>{html.escape(str(c))}</th>" for c in frame.columns)
+    body = []
+    for row in frame.itertuples(index=False):
+        cells = []
+        for value in row:
+            number = _num(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
+            text = "–" if value is None or (isinstance(value, float) and math.isnan(value)) else _fmt(value)
+            key = f' data-v="{number!r}"' if number is not None else ""
+            cells.append(f"<td{key}>{html.escape(text)}</td>")
+        body.append("<tr>" + "".join(cells) + "</tr>")
+    return (
+        f"<section class='table'><h2>{html.escape(caption)}</h2>"
+        f"<input class='filter' data-table='{table_id}' placeholder='filter rows (any text)' "
+        f"aria-label='filter {html.escape(caption)}'>"
+        f"<div class='scroll'><table id='{table_id}' class='sortable'><thead><tr>{head}</tr></thead>"
+        f"<tbody>{''.join(body)}</tbody></table></div></section>"
+    )
+
+
+# ---------------------------------------------------------------------------- page
+_CSS = """
+body{font-family:system-ui,sans-serif;margin:1.5em auto;max-width:1200px;padding:0 1em;color:#222}
+h1{font-size:1.5em}h2{font-size:1.15em;margin:1.2em 0 .2em}
+.caption{color:#555;font-size:.9em;margin:.2em 0 .4em}
+.panel{border-top:1px solid #ddd;padding-top:.4em}.plot{width:100%;height:440px}
+.note{color:#a33;font-style:italic}
+.banner{background:#fdd;border:1px solid #c66;padding:.5em;margin:.5em 0}
+.scroll{overflow-x:auto;max-width:100%}
+table{border-collapse:collapse;font-size:12px}
+td,th{padding:2px 6px;border-bottom:1px solid #ddd;white-space:nowrap;text-align:right}
+th{cursor:pointer;background:#f4f4f4;position:sticky;top:0}th:after{content:' \\2195';color:#aaa}
+.filter{margin:.3em 0;padding:3px;width:20em}
+ul.summary li{margin:.15em 0}
+"""
+
+_JS = """
+(function(){
+  var status = {panels:{}, errors:[], hover:{}};
+  window.addEventListener('error', function(e){ status.errors.push(String(e.message)); save(); });
+  function save(){ document.body.setAttribute('data-render', JSON.stringify(status)); }
+  function points(trace){
+    if (trace.type === 'parcoords')
+      return trace.dimensions && trace.dimensions.length ? trace.dimensions[0].values.length : 0;
+    var xs = trace.x || trace.values || [];
+    return xs.filter(function(v){ return v !== null && v !== undefined; }).length;
+  }
+  function banner(id, message){
+    var div = document.getElementById(id); var b = document.createElement('div');
+    b.className = 'banner'; b.textContent = 'This panel could not be drawn: ' + message;
+    div.parentNode.insertBefore(b, div);
+  }
+  PANELS.forEach(function(p){
+    try {
+      Plotly.newPlot(p.id, p.data, p.layout, {responsive:true, displaylogo:false});
+      status.panels[p.id] = p.data.reduce(function(n, t){ return n + points(t); }, 0);
+    } catch (e) { status.errors.push(p.id + ': ' + e.message); banner(p.id, e.message); }
+  });
+  // the rendered hover label of the best trial's point, in panels that have one (#selfcheck)
+  if (location.hash === '#selfcheck' && BEST) {
+    PANELS.forEach(function(p){
+      var gd = document.getElementById(p.id);
+      if (!gd || !gd.data) return;
+      for (var c = 0; c < gd.data.length; c++) {
+        var t = gd.data[c], texts = t.hovertext || [];
+        var label = (t.hovertemplate || '') + ' ' + (t.name || '');
+        for (var i = 0; i < Math.max(texts.length, (t.x || []).length); i++) {
+          var text = (texts[i] || '') + ' ' + label;
+          if (text.indexOf(BEST) >= 0 && t.type !== 'parcoords') {
+            try {
+              Plotly.Fx.hover(gd, [{curveNumber: c, pointNumber: i}]);
+              var layer = gd.querySelector('.hoverlayer');
+              status.hover[p.id] = layer ? layer.textContent : '';
+              Plotly.Fx.unhover(gd);
+            } catch (e) { status.errors.push(p.id + ' hover: ' + e.message); }
+            return;
+          }
+        }
+      }
+    });
+  }
+  document.querySelectorAll('table.sortable th').forEach(function(th, col){
+    th.addEventListener('click', function(){
+      var table = th.closest('table'), body = table.tBodies[0];
+      var index = Array.prototype.indexOf.call(th.parentNode.children, th);
+      var up = th.getAttribute('data-dir') !== 'up';
+      th.parentNode.querySelectorAll('th').forEach(function(h){ h.removeAttribute('data-dir'); });
+      th.setAttribute('data-dir', up ? 'up' : 'down');
+      var rows = Array.prototype.slice.call(body.rows);
+      rows.sort(function(a, b){
+        var x = a.cells[index], y = b.cells[index];
+        var nx = x.getAttribute('data-v'), ny = y.getAttribute('data-v');
+        var r = (nx !== null && ny !== null) ? parseFloat(nx) - parseFloat(ny)
+                                             : x.textContent.localeCompare(y.textContent);
+        return up ? r : -r;
+      });
+      rows.forEach(function(r){ body.appendChild(r); });
+    });
+  });
+  document.querySelectorAll('input.filter').forEach(function(input){
+    input.addEventListener('input', function(){
+      var q = input.value.toLowerCase(), table = document.getElementById(input.getAttribute('data-table'));
+      Array.prototype.forEach.call(table.tBodies[0].rows, function(r){
+        r.style.display = r.textContent.toLowerCase().indexOf(q) >= 0 ? '' : 'none';
+      });
+    });
+  });
+  save();
+})();
+"""
+
+
+def _json(value: Any) -> str:
+    """``value`` as a JavaScript literal for the page's script. NaN and infinities stay
+    ``NaN``/``Infinity`` (valid JavaScript, and gaps to Plotly, as nulls would be), which saves
+    walking 100,000 points to replace them; a closing script tag inside a string is escaped."""
+    return json.dumps(value, allow_nan=True, default=_json_default).replace("</", "<\\/")
+
+
+def _json_default(value: Any) -> Any:
+    if hasattr(value, "item"):  # numpy scalars
+        return value.item()
+    return str(value)
+
+
+def page(title: str, intro: str, panels: Sequence[Panel], tables: Sequence[str], best: str | None) -> str:
+    """A self-contained HTML page: Plotly.js inlined, every panel's data in the page."""
+    from plotly.offline import get_plotlyjs
+
+    sections = []
+    for p in panels:
+        body = (
+            f"<p class='note'>{html.escape(p.note)}</p>"
+            if p.note
+            else f"<div id='{p.id}' class='plot'></div>"
+        )
+        sections.append(
+            f"<section class='panel'><h2>{html.escape(p.title)}</h2>"
+            f"<p class='caption'>{p.caption}</p>{body}</section>"
+        )
+    drawn = [{"id": p.id, "data": p.data, "layout": p.layout} for p in panels if not p.note]
+    return (
+        "<!doctype html><html lang='en'><head><meta charset='utf-8'>"
+        "<meta name='viewport' content='width=device-width, initial-scale=1'>"
+        f"<title>{html.escape(title)}</title><style>{_CSS}</style>"
+        f"<script>{get_plotlyjs()}</script></head><body>"
+        f"<h1>{html.escape(title)}</h1>{intro}{''.join(sections)}{''.join(tables)}"
+        f"<script>var PANELS = {_json(drawn)}; var BEST = {_json(best)};{_JS}</script></body></html>"
+    )
+
+
+# -------------------------------------------------------------------- compare panels
+def compare_money_panel(runs: Sequence[Any]) -> Panel:
+    """Every run's best-so-far metric against its cumulative dollars, overlaid."""
+    data: list[dict[str, Any]] = []
+    metric = runs[0].config.metric if runs else "metric"
+    values: list[float] = []
+    for i, run in enumerate(runs):
+        points = best_so_far(run.ledger)
+        if not points:
+            continue
+        colour = _RUN_COLOURS[i % len(_RUN_COLOURS)]
+        spent = sum(usd for _t, _e, usd, _m, _a in run.ledger.timeline)
+        values.extend(p.metric for p in points)
+        data.append(
+            {
+                "type": "scatter",
+                "mode": "lines+markers",
+                "x": [p.usd for p in points] + [spent],
+                "y": [p.metric for p in points] + [points[-1].metric],
+                "line": {"shape": "hv", "color": colour, "width": 2},
+                "marker": {"size": [7] * len(points) + [0]},
+                "name": run.name,
+                "hovertext": [
+                    f"{html.escape(run.name)}: trial {p.trial_id}, epoch {p.epoch}<br>"
+                    f"{metric} {p.metric:.4g} "
+                    f"after ${p.usd:.4g}<br>{config_text(run.ledger.trials[p.trial_id].config)}"
+                    for p in points
+                ]
+                + [f"{html.escape(run.name)} ends: ${spent:.4g}"],
+                "hoverinfo": "text",
+            }
+        )
+    return Panel(
+        "overlay",
+        "Best so far against dollars, every run",
+        f"Each run's best {html.escape(metric)} against what it had spent (every epoch of every trial, "
+        "in the order they ran); a marker where a new best arrived; the line ends at the run's total.",
+        data,
+        _layout("dollars spent", metric, yaxis=_axis(metric, type=_log_if_wide(values))),
+        None if data else "no run reported the metric",
+    )
+
+
+def compare_dollars_panel(frame: pd.DataFrame) -> Panel:
+    """Dollars to reach each run's own best, to the common target, and in total."""
+    runs = frame["run"].tolist()
+    data = []
+    for column, label, colour in (
+        ("cost_to_best_usd", "to its own best", "#1f77b4"),
+        ("cost_to_target_usd", "to the common target", "#2ca02c"),
+        ("total_cost_usd", "in total", "#7f7f7f"),
+    ):
+        ys = [_num(v) for v in frame[column]]
+        data.append(
+            {
+                "type": "bar",
+                "x": runs,
+                "y": ys,
+                "name": label,
+                "marker": {"color": colour},
+                "hovertemplate": f"%{{x}}: $%{{y:.4g}}<extra>{label}</extra>",
+            }
+        )
+    target = frame["target"].iloc[0] if "target" in frame and len(frame) else None
+    return Panel(
+        "dollars",
+        "Dollars to the best, to the target, in total",
+        "For each run: what it had spent when its own best first arrived, when it first reached the "
+        f"common target ({_fmt(target)}), and in all.",
+        data,
+        _layout("run", "dollars", barmode="group", xaxis=_axis("run", type="category")),
+    )
