@@ -113,6 +113,8 @@ def check_trainable(fn: Any, where: str) -> None:
 
 
 SOURCE_FILE = "source.json"
+#: CostAwareHyperBand's rung state, rewritten whole whenever it changes
+SCHEDULER_STATE = "scheduler_state.json"
 
 
 def default_output_dir(config: SweepConfig) -> Path:
@@ -348,7 +350,7 @@ def _run(
             cost_model=cost_model,
             seconds_field=config.cost.time_field,
             governor=governor,
-            state_path=out / "scheduler_state.json",
+            state_path=out / SCHEDULER_STATE,
         )
     elif config.scheduler.type == "pbt":
         from costtune.policy import Mutation
@@ -653,7 +655,9 @@ def resume_sweep(
     lock = claim_existing(out)
     try:
         repair_tail(out)  # a driver killed mid-line: cut the fragment before anything appends
-        unreadable = Ledger(ledger_spec(load_run_config(out)), out).unreadable_lines
+        config = load_run_config(out)
+        check_scheduler_state(config, out / SCHEDULER_STATE)
+        unreadable = Ledger(ledger_spec(config), out).unreadable_lines
         if unreadable:
             warnings.warn(
                 LedgerWarning(f"--resume: {unreadable} unreadable ledger line(s) skipped"), stacklevel=2
@@ -661,6 +665,33 @@ def resume_sweep(
         return _resume(out, experiment, ray_address)
     finally:
         lock.release()
+
+
+def check_scheduler_state(config: SweepConfig, path: Path) -> None:
+    """Refuse a resume whose ``config.yaml`` no longer describes the scheduler that ran.
+
+    Tune restores the scheduler as it was pickled; the books (the ledger's spec) come from
+    ``config.yaml``. Edited, the two would disagree silently: the rungs of one geometry, the
+    savings counted against another. A damaged state file is named, in one line.
+    """
+    if config.scheduler.type != "cost_aware_hyperband" or not path.exists():
+        return
+    from costtune.policy import AsyncHyperband
+    from costtune.schedulers.hyperband import read_state
+
+    s = config.scheduler
+    now = AsyncHyperband(config.max_epochs, s.grace_epochs, s.eta, s.brackets, s.promotion, s.keep).geometry()
+    saved = read_state(path)["policy"].get("geometry")
+    if saved is None or saved == now:
+        return
+    differ = [k for k in now if saved.get(k) != now[k]]
+    names = {k: k if k == "max_epochs" else f"scheduler.{k}" for k in now}
+    first = differ[0]
+    raise ConfigError(
+        f"config.yaml: {names[first]} is {now[first]!r}, but the sweep ran with {saved.get(first)!r} "
+        f"(also differ: {', '.join(names[k] for k in differ[1:]) or 'nothing else'}); a resumed sweep "
+        "keeps the scheduler it ran with: restore config.yaml"
+    )
 
 
 def _resume(out: Path, experiment: Path, ray_address: str | None) -> SweepResult:

@@ -262,3 +262,32 @@ def test_ctrl_c_exits_130_with_costtune_hint_and_resume_continues_the_paused_tri
         # from its last checkpoint (at most the epoch in flight at Ctrl-C again), not from scratch
         assert max(ran) - 1 <= resumed[0] - 1 <= max(ran)
         assert sorted(set(ran + resumed)) == list(range(1, resumed[-1] + 1))
+
+
+def test_a_resume_refuses_a_config_edited_away_from_the_scheduler_that_ran(small_run, tmp_path) -> None:
+    """Tune restores the scheduler that ran; the books come from config.yaml. An edited
+    geometry would make them disagree silently: refused in one line, nothing started."""
+    from click.testing import CliRunner
+
+    from costtune.cli import main
+
+    run = tmp_path / "run"
+    shutil.copytree(small_run.output_dir, run)
+    config = yaml.safe_load((run / "config.yaml").read_text())
+    config["scheduler"]["eta"] = 4
+    (run / "config.yaml").write_text(yaml.safe_dump(config))
+    before = (run / "ledger.jsonl").read_bytes()
+    result = CliRunner().invoke(main, ["sweep", "--resume", str(run)])
+    assert result.exit_code == 2, result.output
+    assert "config.yaml: scheduler.eta is 4, but the sweep ran with 3" in result.output
+    assert len(result.output.strip().splitlines()) == 1
+    assert (run / "ledger.jsonl").read_bytes() == before
+    # a state file damaged by hand is named, not a traceback
+    config["scheduler"]["eta"] = 3
+    (run / "config.yaml").write_text(yaml.safe_dump(config))
+    (run / "scheduler_state.json").write_text('{"policy": {"wrr": [0], ')
+    result = CliRunner().invoke(main, ["sweep", "--resume", str(run)])
+    assert (
+        result.exit_code == 2
+        and "scheduler_state.json: cannot read the scheduler's rung state" in result.output
+    )

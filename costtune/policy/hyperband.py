@@ -151,8 +151,20 @@ class AsyncHyperband:
         return None if state is None else state.stop_reason
 
     # ------------------------------------------------------------------- state
+    def geometry(self) -> dict[str, Any]:
+        """What the saved rung state is only valid for."""
+        return {
+            "max_epochs": self.max_epochs,
+            "grace_epochs": self.grace_epochs,
+            "eta": self.eta,
+            "brackets": len(self.rungs_by_bracket),
+            "promotion": self.promotion.value,
+            "keep": self.keep.value,
+        }
+
     def state_dict(self) -> dict[str, Any]:
         return {
+            "geometry": self.geometry(),
             "wrr": list(self._wrr),
             "trials": {
                 k: {**asdict(v), "stop_reason": v.stop_reason.value if v.stop_reason else None}
@@ -165,6 +177,23 @@ class AsyncHyperband:
         }
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Take up a saved state; refused (:class:`ConfigError`, naming what differs) when it
+        was saved by a scheduler of another geometry, whose rungs mean something else."""
+        saved = state.get("geometry")
+        if saved is not None and saved != self.geometry():
+            differ = [
+                f"{k} {saved.get(k)!r} then, {v!r} now"
+                for k, v in self.geometry().items()
+                if saved.get(k) != v
+            ]
+            raise ConfigError(
+                f"scheduler state: saved by a scheduler of another geometry ({'; '.join(differ)})"
+            )
+        if len(state["wrr"]) != len(self._wrr) or len(state["rungs"]) != len(self.rungs):
+            raise ConfigError(
+                f"scheduler state: saved for {len(state['rungs'])} brackets, "
+                f"this scheduler has {len(self.rungs)}"
+            )
         self._wrr = list(state["wrr"])
         self.trials = {
             k: TrialState(

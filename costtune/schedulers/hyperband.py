@@ -161,7 +161,7 @@ class CostAwareHyperBand(GovernedMixin, FIFOScheduler):
             self.state_path = str(relocated(Path(self.state_path)))
         if self.state_path is not None and Path(self.state_path).exists():
             # the rung state only: metric and mode are set again by Tune on restore
-            self.policy.load_state_dict(json.loads(Path(self.state_path).read_text())["policy"])
+            self.policy.load_state_dict(read_state(Path(self.state_path))["policy"])
 
     def state_dict(self) -> dict[str, Any]:
         return {"metric": self._metric, "mode": self._mode, "policy": self.policy.state_dict()}
@@ -169,3 +169,20 @@ class CostAwareHyperBand(GovernedMixin, FIFOScheduler):
     def load_state_dict(self, state: dict[str, Any]) -> None:
         self._metric, self._mode = state["metric"], state["mode"]
         self.policy.load_state_dict(state["policy"])
+
+
+def read_state(path: Path) -> dict[str, Any]:
+    """``scheduler_state.json``, or a one-line :class:`ConfigError` saying what is wrong with
+    it (written whole by an atomic rename, so damage means someone else touched it)."""
+    try:
+        state = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, ValueError) as exc:
+        raise ConfigError(
+            f"{path.name}: cannot read the scheduler's rung state ({exc}); restore the file"
+        ) from None
+    if not isinstance(state, dict) or not isinstance(state.get("policy"), dict):
+        raise ConfigError(f"{path.name}: not a scheduler state (no 'policy' mapping); restore the file")
+    for key in ("wrr", "trials", "rungs"):
+        if key not in state["policy"]:
+            raise ConfigError(f"{path.name}: the scheduler state lacks policy.{key}; restore the file")
+    return state

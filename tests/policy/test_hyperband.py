@@ -147,3 +147,19 @@ def test_a_stopped_trial_never_continues_and_stops_only_at_rungs(curves, rnd, ru
         ladder = policy.rungs_by_bracket[policy.trials[t].bracket]
         assert at in [*ladder, 27]
         assert policy.on_result(t, at + 1, 0.0, 0.0) is Decision.STOP
+
+
+def test_saved_rung_state_is_refused_by_a_scheduler_of_another_geometry() -> None:
+    from costtune.errors import ConfigError
+
+    ran = AsyncHyperband(max_epochs=27, grace_epochs=1, eta=3)
+    ran.on_add("a")
+    ran.on_result("a", 1, 0.5, 0.1)
+    state = ran.state_dict()
+    same = AsyncHyperband(max_epochs=27, grace_epochs=1, eta=3)
+    same.load_state_dict(state)
+    assert same.state_dict() == state
+    with pytest.raises(ConfigError, match=r"^scheduler state: .*eta 3 then, 4 now"):
+        AsyncHyperband(max_epochs=27, grace_epochs=1, eta=4).load_state_dict(state)
+    with pytest.raises(ConfigError, match=r"keep 'floor' then, 'ceil' now"):
+        AsyncHyperband(max_epochs=27, grace_epochs=1, eta=3, keep="ceil").load_state_dict(state)
