@@ -8,8 +8,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, replace
 
-from costtune.cost import improvement
 from costtune.ledger import Ledger, TrialRecord
+from costtune.policy import reason_of
 
 HIGH_ROI, MARGINAL, WASTE = "high-ROI", "marginal", "waste"
 
@@ -59,12 +59,12 @@ def curve(
     threshold = default_min_roi(ledger, record) if min_roi is None else min_roi
     bests: list[float] = []
     for i, (epoch, usd, metric) in enumerate(history):
-        if not math.isnan(metric) and (math.isnan(best) or improvement(best, metric, spec.mode) > 0):
+        if spec.direction.better(metric, best):
             best = metric
         bests.append(best)
         j = max(0, i - window)
         spent = usd - history[j][1]
-        gained = improvement(bests[j], best, spec.mode) if i > 0 else math.nan
+        gained = spec.direction.improvement(bests[j], best) if i > 0 else math.nan
         mroi = gained * spec.business_value_usd / spent if spent > 0 and not math.isnan(gained) else math.nan
         if i == 0 or math.isnan(mroi) or mroi >= threshold:
             zone = HIGH_ROI
@@ -126,7 +126,7 @@ def cost_to_target(ledger: Ledger, target: float) -> float | None:
     spent = 0.0
     for _trial_id, _epoch, usd, metric, _time in ledger.timeline:
         spent += usd
-        if not math.isnan(metric) and improvement(target, metric, ledger.spec.mode) >= 0:
+        if not math.isnan(metric) and ledger.spec.direction.improvement(target, metric) >= 0:
             return spent
     return None
 
@@ -151,7 +151,7 @@ def spend_by_band(ledger: Ledger, bands: list[int]) -> dict[str, float]:
 def spend_by_stop_reason(ledger: Ledger) -> dict[str, float]:
     out: dict[str, float] = {}
     for r in ledger.trials.values():
-        key = r.stop_reason or ("interrupted" if r.status == "RUNNING" else r.status.lower())
+        key = reason_of(r.stop_reason, r.status)
         out[key] = out.get(key, 0.0) + ledger.cost_usd(r)
     return out
 
@@ -176,7 +176,7 @@ def best_so_far(ledger: Ledger) -> list[BestSoFar]:
         spent += usd
         if math.isnan(metric):
             continue
-        if math.isnan(best) or improvement(best, metric, ledger.spec.mode) > 0:
+        if ledger.spec.direction.better(metric, best):
             best = metric
             points.append(BestSoFar(spent, metric, trial_id, epoch))
     return points
@@ -203,7 +203,7 @@ def best_so_far_had_all_run_full(ledger: Ledger) -> list[BestSoFar]:
             continue
         spent += ledger.cost_usd(record) / record.epochs * max(max_epochs, record.epochs)
         value = ledger.best_metric(record)
-        if not math.isnan(value) and (math.isnan(best) or improvement(best, value, ledger.spec.mode) > 0):
+        if ledger.spec.direction.better(value, best):
             best = value
         if not math.isnan(best):
             points.append(BestSoFar(spent, best, trial_id, max(max_epochs, record.epochs)))

@@ -13,6 +13,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from costtune.direction import Direction
 from costtune.errors import ConfigError
 
 #: List prices in USD per device-hour (one GPU, or one CPU core for ``cpu``), as
@@ -189,9 +190,6 @@ def roi(delta_metric: float, business_value_usd: float, cost_usd: float) -> floa
 
 
 def improvement(baseline: float, value: float, mode: str) -> float:
-    """Δmetric of ``value`` over ``baseline``, positive when ``value`` is better.
-
-    The one place that knows about metric direction for ROI: ``mode`` is ``"min"``
-    (a loss) or ``"max"`` (an accuracy).
-    """
-    return baseline - value if mode == "min" else value - baseline
+    """Δmetric of ``value`` over ``baseline``, positive when ``value`` is better
+    (:meth:`costtune.direction.Direction.improvement`; ``mode`` is ``"min"`` or ``"max"``)."""
+    return Direction.of(mode).improvement(baseline, value)

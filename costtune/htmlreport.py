@@ -25,7 +25,9 @@ from typing import Any
 import pandas as pd
 
 from costtune.analysis import best_so_far, best_so_far_had_all_run_full
-from costtune.ledger import Ledger, TrialRecord
+from costtune.direction import Direction
+from costtune.ledger import Ledger
+from costtune.policy import reason_of
 
 #: one colour per stop reason, stable across panels and pages
 _REASON_COLOURS = {
@@ -78,10 +80,6 @@ def config_text(config: Mapping[str, Any], limit: int = 8) -> str:
     if len(config) > limit:
         items.append(f"… {len(config) - limit} more")
     return "<br>".join(items)
-
-
-def reason_of(record: TrialRecord) -> str:
-    return record.stop_reason or ("interrupted" if record.status == "RUNNING" else record.status.lower())
 
 
 def _colour(reason: str, seen: dict[str, str]) -> str:
@@ -196,7 +194,7 @@ def curves_panel(ledger: Ledger, best_id: str | None, elbow: Any = None) -> Pane
     for record in ledger.trials.values():
         if not record.history:
             continue
-        reason = reason_of(record)
+        reason = reason_of(record.stop_reason, record.status)
         colour = _colour(reason, colours)
         epochs = [e for e, _s, _m in record.history]
         ys = [_num(m) for _e, _s, m in record.history]
@@ -342,7 +340,7 @@ def pareto_front(costs: Sequence[float], metrics: Sequence[float], mode: str) ->
     best = math.inf
     front = []
     for c, m in sorted(zip(costs, metrics, strict=True)):
-        loss = m if mode == "min" else -m
+        loss = Direction.of(mode).loss(m)
         if loss < best:
             best = loss
             front.append((c, m))
@@ -430,7 +428,8 @@ def parallel_panel(ledger: Ledger, search_space: Mapping[str, Any]) -> Panel:
                 "line": {
                     "color": scores,
                     "colorscale": "Viridis",
-                    "reversescale": ledger.spec.mode == "min",  # the good end is bright either way
+                    # the good end is bright either way
+                    "reversescale": ledger.spec.direction is Direction.MIN,
                     "showscale": True,
                     "colorbar": {"title": {"text": metric}},
                 },

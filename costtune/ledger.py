@@ -25,7 +25,8 @@ from typing import Any
 
 import pandas as pd
 
-from costtune.cost import CostModel, device_hours, improvement, is_gpu, roi
+from costtune.cost import CostModel, device_hours, is_gpu, roi
+from costtune.direction import Direction
 from costtune.errors import CosttuneError
 
 LEDGER_FILE = "ledger.jsonl"
@@ -102,6 +103,10 @@ class LedgerSpec:
     baseline_metric: float | None = None
     max_epochs: int | None = None
     baseline_epoch: int = 1
+
+    @property
+    def direction(self) -> Direction:
+        return Direction.of(self.mode)
 
 
 class Ledger:
@@ -295,11 +300,8 @@ class Ledger:
         record.last_metrics = metrics
         record.status = "RUNNING"
         value = metrics.get(self.spec.metric, math.nan)
-        if not math.isnan(value):
-            best = record.best_metrics.get(self.spec.metric, math.nan)
-            better = value < best if self.spec.mode == "min" else value > best
-            if math.isnan(best) or better:
-                record.best_metrics = {"epoch": float(epoch), **metrics}
+        if self.spec.direction.better(value, record.best_metrics.get(self.spec.metric, math.nan)):
+            record.best_metrics = {"epoch": float(epoch), **metrics}
         if self.spec.metric in metrics:
             record.history.append((epoch, record.seconds, value))
         record.metric_history.append((epoch, record.seconds, metrics))
@@ -315,10 +317,7 @@ class Ledger:
         return self.spec.cost_model.cost_usd(record.seconds, record.devices, record.device_kind)
 
     def best_metric(self, record: TrialRecord) -> float:
-        values = [m for _, _, m in record.history if not math.isnan(m)]
-        if not values:
-            return math.nan
-        return min(values) if self.spec.mode == "min" else max(values)
+        return self.spec.direction.best(m for _, _, m in record.history)
 
     def sweep_baseline(self) -> float:
         """What ROI measures improvement from: ``baseline_metric`` if set, else the median over
@@ -351,7 +350,7 @@ class Ledger:
             return math.nan
         if baseline is None:
             baseline = self.sweep_baseline()
-        delta = improvement(baseline, self.best_metric(record), self.spec.mode)
+        delta = self.spec.direction.improvement(baseline, self.best_metric(record))
         return roi(delta, self.spec.business_value_usd, self.cost_usd(record))
 
     def to_frame(self) -> pd.DataFrame:
@@ -391,7 +390,7 @@ class Ledger:
             value = self.best_metric(r)
             if math.isnan(value):
                 continue
-            if best_id is None or (value < best if mode == "min" else value > best):
+            if best_id is None or self.spec.direction.better(value, best):
                 best_id, best = r.trial_id, value
         full = self.cost_if_all_ran_full_usd()
         return {

@@ -29,7 +29,8 @@ from costtune.analysis import (
     spend_by_stop_reason,
     zone_bands,
 )
-from costtune.policy import rung_epochs
+from costtune.direction import Direction
+from costtune.policy import StopReason, rung_epochs
 from costtune.run import Run
 
 SORT_KEYS = ("metric", "cost", "roi")
@@ -60,7 +61,7 @@ def sort_trials(frame: pd.DataFrame, metric: str, mode: str, by: str = "metric")
         return frame.sort_values("cost_usd", ascending=False)
     if by == "roi":
         return frame.sort_values("roi", ascending=False, na_position="last")
-    return frame.sort_values(f"best_{metric}", ascending=mode == "min", na_position="last")
+    return frame.sort_values(f"best_{metric}", ascending=Direction.of(mode).ascending, na_position="last")
 
 
 def cost_table(
@@ -93,7 +94,7 @@ def cost_table(
     for _, row in ordered.iterrows():
         table.add_row(
             str(row["trial_id"]),
-            str(row["stop_reason"] if isinstance(row["stop_reason"], str) else "interrupted"),
+            str(row["stop_reason"] if isinstance(row["stop_reason"], str) else StopReason.INTERRUPTED.value),
             str(row["epochs"]),
             _fmt(row["device_hours"], 3),
             usd(row["cost_usd"]),
@@ -385,7 +386,7 @@ def compare_runs(runs: list[Run], target: float | None = None) -> pd.DataFrame:
     summaries = [r.ledger.summary() for r in runs]
     bests = [s["best_metric"] for s in summaries if s["best_metric"] is not None]
     if target is None and bests:
-        target = max(bests) if mode == "min" else min(bests)
+        target = Direction.of(mode).worst(bests)
     rows = []
     for run, s in zip(runs, summaries, strict=True):
         rows.append(

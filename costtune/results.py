@@ -17,6 +17,7 @@ from typing import Any
 
 import pandas as pd
 
+from costtune.direction import Direction
 from costtune.ledger import Ledger
 from costtune.run import ledger_spec, load_run_config
 
@@ -94,8 +95,7 @@ class SweepResult:
         ]
         if not scored:
             return None
-        sign = 1.0 if spec.mode == "min" else -1.0
-        record = min(scored, key=lambda r: (sign * r.best_metrics[spec.metric], r.trial_id))
+        record = min(scored, key=lambda r: (spec.direction.loss(r.best_metrics[spec.metric]), r.trial_id))
         epoch = int(record.best_metrics.get("epoch", record.epochs))
         return {
             "trial_id": record.trial_id,
@@ -220,7 +220,7 @@ def study_of(rows: list[dict[str, Any]], search_space: Mapping[str, Any], mode: 
     verbosity = optuna.logging.get_verbosity()
     optuna.logging.set_verbosity(optuna.logging.WARNING)  # not "A new study created in memory"
     try:
-        study = optuna.create_study(direction="minimize" if mode == "min" else "maximize")
+        study = optuna.create_study(direction=Direction.of(mode).optuna)
     finally:
         optuna.logging.set_verbosity(verbosity)
     trials = []

@@ -47,6 +47,7 @@ from costtune.policy import (
     MarginalRoiStopping,
     OutlookRule,
     OutlookStopping,
+    ReasonSource,
     StoppingRule,
     StopReason,
     SweepBudget,
@@ -371,17 +372,19 @@ def _run(
         )
     else:
         scheduler = CostAwareFIFO(governor)
-    reasons: list[Callable[[str], str | None]] = [cost_stopper.stop_reason, scheduler.stop_reason]
+    sources: list[ReasonSource] = [cost_stopper, scheduler]
     # the cost stopper first: Tune's CombinedStopper stops asking at the first "stop", and
     # the budget must see every metered result, the last epoch of a trial included
     stoppers: list[Any] = [cost_stopper]
     if idle_stopper is not None:
         stoppers.append(FunctionStopper(idle_stopper))
-        reasons.insert(0, idle_stopper.stop_reason)
+        sources.insert(0, idle_stopper)
     stoppers.append(MaximumIterationStopper(config.max_epochs))
 
     def stop_reason_of(trial_id: str) -> str | None:
-        return next((r for r in (f(trial_id) for f in reasons) if r is not None), None)
+        """The first source that ended the trial says why (the idle watchdog, the stopper, the
+        scheduler); each answers a StopReason value."""
+        return next((r for r in (s.stop_reason(trial_id) for s in sources) if r is not None), None)
 
     callbacks: list[Any] = [
         ForgetVanishedCheckpoints(),
@@ -494,9 +497,12 @@ def _fit_and_write(tuner: Any, config: SweepConfig, ledger: Ledger, out: Path) -
             continue
         if failure is not None:
             if ledger_writable:
-                ledger.end(record.trial_id, status="ERROR", stop_reason=StopReason.ERROR.value)
-            else:
-                record.status, record.stop_reason = "ERROR", StopReason.ERROR.value
+                try:
+                    ledger.end(record.trial_id, status="ERROR", stop_reason=StopReason.ERROR.value)
+                    continue
+                except LedgerWriteError:  # the disk filled after Tune gave up for another reason
+                    ledger_writable = False
+            record.status, record.stop_reason = "ERROR", StopReason.ERROR.value
         elif was_interrupted:
             # Ctrl-C: Tune's last snapshot holds it as running, and a resume continues it
             # from its last checkpoint. Shown as paused; nothing is written to the log.
@@ -504,7 +510,11 @@ def _fit_and_write(tuner: Any, config: SweepConfig, ledger: Ledger, out: Path) -
         else:
             # Tune finished without it: it started after the last experiment snapshot of a
             # killed driver, so a resume could not see it. What it ran stays charged.
-            ledger.end(record.trial_id, status="TERMINATED", stop_reason=StopReason.INTERRUPTED.value)
+            try:
+                ledger.end(record.trial_id, status="TERMINATED", stop_reason=StopReason.INTERRUPTED.value)
+            except LedgerWriteError as exc:
+                failure, ledger_writable = str(exc), False
+                record.status, record.stop_reason = "TERMINATED", StopReason.INTERRUPTED.value
     try:
         summary = ledger.write_tables(out, wall_seconds=wall, output_dir=str(out))
     except OSError as exc:  # the tables are rebuilt from the ledger by `costtune report`

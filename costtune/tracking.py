@@ -17,6 +17,7 @@ from typing import Any
 from costtune.cost import device_hours, is_gpu
 from costtune.errors import ConfigError
 from costtune.ledger import RAY_RESULT_FIELDS, Ledger
+from costtune.policy import StopReason, reason_of
 
 
 def default_tracking_uri(run_dir: Path) -> str:
@@ -60,7 +61,7 @@ def log_to_mlflow(
         params = [Param(k, str(v)) for k, v in record.config.items()]
         tags = [
             RunTag("costtune.trial_id", record.trial_id),
-            RunTag("costtune.stop_reason", str(record.stop_reason or "interrupted")),
+            RunTag("costtune.stop_reason", reason_of(record.stop_reason, record.status)),
             RunTag("costtune.device", model.device_label(record.device_kind)),
         ]
         for start in range(0, max(len(metrics), 1), 1000):  # MLflow's batch limit
@@ -198,7 +199,11 @@ class MlflowLive:
     def on_trial_end(self, trial: Any, failed: bool) -> None:
         client = self._mlflow()
         run_id = self._child_run(trial)
-        reason = "error" if failed else (self.stop_reason_of(trial.trial_id) or "completed")
+        reason = (
+            StopReason.ERROR.value
+            if failed
+            else (self.stop_reason_of(trial.trial_id) or StopReason.COMPLETED.value)
+        )
         client.set_tag(run_id, "costtune.stop_reason", reason)
         client.set_terminated(run_id, status="FAILED" if failed else "FINISHED")
 

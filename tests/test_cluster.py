@@ -15,9 +15,10 @@ pytestmark = pytest.mark.ray
 REPO = Path(__file__).resolve().parent.parent
 
 
-def _run(tmp_path: Path, mode: str) -> Path:
+def _run(tmp_path: Path, *args: str, script: str = "tests/cluster_sweep.py") -> Path:
+    """A cluster script in a process of its own (its cluster and Ray instance with it)."""
     proc = subprocess.run(
-        [sys.executable, "tests/cluster_sweep.py", str(tmp_path), mode],
+        [sys.executable, script, str(tmp_path), *args],
         cwd=REPO,
         capture_output=True,
         text=True,
@@ -64,15 +65,7 @@ def test_a_mixed_pool_bills_each_trial_at_the_price_of_the_gpu_it_ran_on(tmp_pat
     """Two trials, one on an A100 node and one on a T4 node: each is billed at its own type's
     price by the ledger, and the per-trial cap (the governor's meter) prices them the same way:
     the trial on the dear A100 is capped, the one on the cheap T4 finishes."""
-    proc = subprocess.run(
-        [sys.executable, "tests/mixed_pool_sweep.py", str(tmp_path)],
-        cwd=REPO,
-        capture_output=True,
-        text=True,
-        timeout=400,
-        env={**os.environ, "PYTHONPATH": str(REPO)},
-    )
-    assert proc.returncode == 0, proc.stderr[-3000:]
+    _run(tmp_path, script="tests/mixed_pool_sweep.py")
     import pandas as pd
 
     trials = pd.read_csv(tmp_path / "run" / "trials.csv").set_index("device")

@@ -238,7 +238,8 @@ def test_compare_matches_trials_by_configuration(small_run, random_full_run) -> 
         frame
     )
     assert frame["saved_fraction"].iloc[0] == pytest.approx(0.0, abs=1e-9)  # nothing stopped early
-    assert frame["cost_to_best_usd"].iloc[1] <= frame["total_cost_usd"].iloc[1]
+    # (two sums of the same epochs in another order: equal up to rounding)
+    assert frame["cost_to_best_usd"].iloc[1] <= frame["total_cost_usd"].iloc[1] * (1 + 1e-9)
 
 
 def test_compare_cli_formats_and_html(small_run, random_full_run, tmp_path) -> None:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from costtune.policy.decisions import Decision, StopReason
+from costtune.policy.decisions import Decision, ReasonSource, StopReason, reason_of
 from costtune.policy.hyperband import AsyncHyperband, bracket_weights
 from costtune.policy.outlook import OutlookRule, OutlookStopping, outlook
 from costtune.policy.pbt import Exploit, Member, Mutation, choose_donor, explore, quantiles
@@ -38,6 +38,7 @@ __all__ = [
     "OutlookRule",
     "OutlookStopping",
     "PromotionRule",
+    "ReasonSource",
     "Rung",
     "RungEntry",
     "StopReason",
@@ -54,5 +55,6 @@ __all__ = [
     "outlook",
     "pareto_fronts",
     "quantiles",
+    "reason_of",
     "rung_epochs",
 ]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from enum import Enum
+from typing import Protocol, runtime_checkable
 
 
 class Decision(str, Enum):
@@ -31,3 +32,19 @@ class StopReason(str, Enum):
     TRUNCATED = "truncated"  # replay: its recorded curve ends before max_epochs (stopped when recorded)
     INTERRUPTED = "interrupted"  # lost with a killed driver; its metered spend is kept
     STOPPED = "stopped"  # ended by something outside costtune (user, Tune's own stop)
+
+
+@runtime_checkable
+class ReasonSource(Protocol):
+    """What says why it ended a trial (the stopper, a scheduler, the idle watchdog): the
+    reason's value (a :class:`StopReason` value), or ``None`` when it did not end it."""
+
+    def stop_reason(self, trial_id: str) -> str | None: ...
+
+
+def reason_of(stop_reason: str | None, status: str) -> str:
+    """The reason a trial's row shows: its recorded stop reason, else ``interrupted`` while it
+    is still RUNNING in the log (a killed driver), else its status (``error``)."""
+    if stop_reason:
+        return stop_reason
+    return StopReason.INTERRUPTED.value if status == "RUNNING" else status.lower()

@@ -13,6 +13,7 @@ from ray.tune import Callback
 
 from costtune.cost import device_hours, is_gpu
 from costtune.ledger import COST_FIELDS, RAY_RESULT_FIELDS, Ledger, LedgerWriteError
+from costtune.policy import StopReason
 from costtune.rundir import disk_full, relocated
 from costtune.schedulers.placement import trial_devices
 
@@ -116,12 +117,12 @@ class LedgerCallback(Callback):
             self.ledger.charge(trial.trial_id, seconds=time.time() - last, why="lost_work")
 
     def on_trial_complete(self, iteration: int, trials: list, trial: Any, **info: Any) -> None:
-        reason = self.stop_reason_of(trial.trial_id) or "completed"
+        reason = self.stop_reason_of(trial.trial_id) or StopReason.COMPLETED.value
         self._end(trial, "TERMINATED", reason)
 
     def on_trial_error(self, iteration: int, trials: list, trial: Any, **info: Any) -> None:
         self._charge_lost_work(trial)
-        self._end(trial, "ERROR", "error")
+        self._end(trial, "ERROR", StopReason.ERROR.value)
         # a trial that failed because the disk is full is the first of many: stop them all
         full = disk_full(self.tables_dir) if self.tables_dir is not None else None
         if full is not None:

@@ -13,13 +13,13 @@ Usable on its own in a plain ``ray.tune.Tuner``::
 from __future__ import annotations
 
 import json
-import math
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ray.tune.schedulers import FIFOScheduler, TrialScheduler
 
 from costtune.cost import CostModel
+from costtune.direction import Direction
 from costtune.errors import ConfigError
 from costtune.ledger import write_json_atomic
 from costtune.policy import AsyncHyperband, Decision, PromotionRule, StopReason
@@ -35,15 +35,6 @@ _TO_RAY = {
     Decision.PAUSE: TrialScheduler.PAUSE,
     Decision.STOP: TrialScheduler.STOP,
 }
-
-
-def oriented_loss(value: Any, mode: str) -> float:
-    """The metric as a loss (lower is better); the only place the sign flips."""
-    try:
-        v = float(value)
-    except (TypeError, ValueError):
-        return math.nan
-    return v if mode == "min" else -v
 
 
 class CostAwareHyperBand(GovernedMixin, FIFOScheduler):
@@ -119,7 +110,7 @@ class CostAwareHyperBand(GovernedMixin, FIFOScheduler):
         decision = self.policy.on_result(
             trial.trial_id,
             int(result[self.time_attr]),
-            oriented_loss(result[self._metric], str(self._mode)),
+            Direction.of(self._mode).loss(result[self._metric]),
             cost_usd,
         )
         self._persist()

@@ -11,6 +11,7 @@ from typing import Any
 
 from ray.tune import Stopper
 
+from costtune.direction import Direction
 from costtune.ledger import Ledger, charged_increment
 from costtune.policy import (
     Governor,
@@ -20,7 +21,6 @@ from costtune.policy import (
     SweepProgress,
     metric_reason,
 )
-from costtune.schedulers.hyperband import oriented_loss
 from costtune.schedulers.placement import placed
 
 
@@ -89,7 +89,7 @@ class CostStopper(Stopper):
             if self.outlook is not None:
                 self.outlook.forget(trial_id)
             for _epoch, seconds, metric in record.history:
-                loss = metric if self.mode == "min" else -metric
+                loss = Direction.of(self.mode).loss(metric)
                 if self.stopping is not None:
                     usd = seconds * self.governor.rate(trial_id)
                     self.stopping.on_result(trial_id, loss, seconds * record.devices / 3600, usd)
@@ -117,7 +117,7 @@ class CostStopper(Stopper):
         reason = self.governor.on_result(trial_id, epoch, charged, time.monotonic())
         if reason is StopReason.SWEEP_BUDGET:
             self._stop_all = True
-        loss = oriented_loss(result.get(self.metric), self.mode)
+        loss = Direction.of(self.mode).loss(result.get(self.metric))
         if reason is None and self.metric in result:
             reason = metric_reason(loss)
             if reason is not None:
@@ -154,6 +154,6 @@ class CostStopper(Stopper):
             return (
                 StopReason.SWEEP_MARGINAL_ROI.value
                 if not self.governor.budget.exhausted()
-                else "sweep_budget"
+                else StopReason.SWEEP_BUDGET.value
             )
         return None if reason is None else reason.value

@@ -10,7 +10,7 @@ import pytest
 from ray.tune.schedulers import TrialScheduler
 
 from costtune.cost import CostModel
-from costtune.policy import Governor
+from costtune.policy import Governor, ReasonSource, StopReason
 from costtune.schedulers import CostAwareFIFO, CostAwareHyperBand
 
 
@@ -43,6 +43,9 @@ def test_scheduler_contract(name, tmp_path) -> None:
     assert decision in (TrialScheduler.CONTINUE, TrialScheduler.STOP, TrialScheduler.PAUSE)
     scheduler.on_trial_complete(None, trial, {})
     assert scheduler.stop_reason("unknown") is None
+    assert isinstance(scheduler, ReasonSource)  # the sweep asks it why a trial ended
+    reason = scheduler.stop_reason("t0")
+    assert reason is None or reason in {r.value for r in StopReason}
     restored = pickle.loads(pickle.dumps(scheduler))
     assert type(restored) is type(scheduler)
 
