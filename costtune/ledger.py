@@ -18,6 +18,7 @@ import statistics
 import tempfile
 import time
 import warnings
+import weakref
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -55,6 +56,10 @@ def _write_error(path: Path, cause: OSError) -> LedgerWriteError:
     return LedgerWriteError(
         f"ledger: cannot write {path}: {where}; the sweep stopped, every line before is kept"
     )
+
+
+#: the ledger of each run directory in this process (:meth:`Ledger.shared`)
+_SHARED: weakref.WeakValueDictionary[str, Ledger] = weakref.WeakValueDictionary()
 
 
 class LedgerWarning(UserWarning):
@@ -147,6 +152,22 @@ class Ledger:
         """A fresh ledger of the same spec and directory, read back from the log."""
         return Ledger(self.spec, None if self._path is None else self._path.parent)
 
+    def shared(self) -> Ledger:
+        """The one ledger of this directory in this process, read back from the log once.
+
+        What Tune unpickles on a resume (the ledger callback, the stopper) each held the
+        ledger; they must meet on one object again, or the stopper would meter from a copy
+        the callback never writes to. An in-memory ledger is its own.
+        """
+        if self._path is None:
+            return self
+        key = str(self._path.resolve())
+        found = _SHARED.get(key)
+        if found is None or found.spec != self.spec:
+            found = self.reloaded()
+            _SHARED[key] = found
+        return found
+
     # ----------------------------------------------------------------- recording
     def record_result(
         self,
@@ -229,6 +250,28 @@ class Ledger:
         }
         self._write(event)
         self._apply(event)
+
+    def charged_after(self, trial_id: str, *, epoch: int, seconds: float, increment: float | None) -> float:
+        """The trial's metered seconds once this result is recorded (nothing is recorded
+        here): the sweep's one meter, read before the books are written.
+
+        Tune shows a result to the stopper and the scheduler before the ledger callback
+        records it; they meter it here, by the same rule as :meth:`record_result`: what the
+        trial was charged so far (lost work and hung time included) plus this epoch.
+        """
+        record = self.trials.get(trial_id)
+        if record is None:
+            return charged_increment({}, 0, epoch, seconds, increment)
+        return record.seconds + charged_increment(
+            record.reported_seconds, record.epochs, epoch, seconds, increment
+        )
+
+    def usd_after(
+        self, trial_id: str, *, epoch: int, seconds: float, increment: float | None, kind: str, devices: float
+    ) -> float:
+        """:meth:`charged_after` in dollars, for ``devices`` of ``kind``."""
+        charged = self.charged_after(trial_id, epoch=epoch, seconds=seconds, increment=increment)
+        return self.spec.cost_model.cost_usd(charged, devices, kind)
 
     def last_report_time(self, trial_id: str) -> float | None:
         """Wall-clock time of the trial's latest metered event, if any."""

@@ -352,6 +352,7 @@ def _run(
             seconds_field=config.cost.time_field,
             governor=governor,
             state_path=out / SCHEDULER_STATE,
+            ledger=ledger,
         )
     elif config.scheduler.type == "pbt":
         from costtune.policy import Mutation
@@ -369,6 +370,7 @@ def _run(
             seed=config.seed,
             cost_model=cost_model,
             seconds_field=config.cost.time_field,
+            ledger=ledger,
         )
     else:
         scheduler = CostAwareFIFO(governor)
@@ -395,6 +397,8 @@ def _run(
             seconds_field=config.cost.time_field,
             extra_seconds_of=lambda trial_id: governor.extra_seconds.get(trial_id, 0.0),
             tables_dir=out,
+            # lost work and hung time reach the budget when charged, not at a next report
+            charged=governor.budget.record,
         ),
     ]
     if progress:

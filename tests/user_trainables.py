@@ -72,3 +72,18 @@ def reports_another_metric(config: dict) -> None:
 def always_raises(config: dict) -> None:
     """A broken data path: every trial fails before its first epoch."""
     raise FileNotFoundError("no such shard: /data/train-00007.tar")
+
+
+def timed_sleeps(config: dict) -> None:
+    """Sleeps ``epoch_s`` per epoch and writes, before each report, when it began and how
+    far it got (its own wall clock; Tune ends it at its last report)."""
+    import json
+    import time
+    from pathlib import Path
+
+    began = time.time()
+    for epoch in range(1, int(config["max_epochs"]) + 1):
+        time.sleep(float(config["epoch_s"]))
+        held = {"began": began, "ended": time.time()}
+        Path(config["trace_dir"], f"{config['x']}.json").write_text(json.dumps(held))
+        tune.report({"loss": 1.0 / epoch})

@@ -33,6 +33,9 @@ class LedgerCallback(Callback):
         seconds_field: result field of metered seconds.
         tables_dir: where ``trials.csv`` / ``trials.parquet`` / ``summary.json`` are
             rewritten as trials end (at most every ``tables_every_s`` seconds) and at the end.
+        charged: told ``(trial_id, epochs, dollars so far)`` whenever the ledger charges a
+            trial between reports (work lost with a failed node, time held while hung), so
+            that the sweep budget counts it at once, not at the trial's next report.
     """
 
     def __init__(
@@ -44,8 +47,10 @@ class LedgerCallback(Callback):
         extra_seconds_of: Callable[[str], float] | None = None,
         tables_dir: Path | None = None,
         tables_every_s: float = 5.0,
+        charged: Callable[[str, int, float], None] | None = None,
     ) -> None:
         self.ledger = ledger
+        self.charged = charged
         self.hyperparameters = list(hyperparameters)
         self.stop_reason_of = stop_reason_of or (lambda _trial_id: None)
         self.extra_seconds_of = extra_seconds_of or (lambda _trial_id: 0.0)
@@ -60,7 +65,7 @@ class LedgerCallback(Callback):
         # the log, so that a resumed sweep continues the ledger instead of forgetting it.
         self.__dict__.update(state)
         self.__dict__.setdefault("_unpriced", set())  # pickled by an older costtune
-        self.ledger = self.ledger.reloaded()
+        self.ledger = self.ledger.shared()  # the one the stopper meters from
         if self.tables_dir is not None:
             self.tables_dir = relocated(Path(self.tables_dir), is_run_dir=True)
 
@@ -115,6 +120,13 @@ class LedgerCallback(Callback):
         last = self.ledger.last_report_time(trial.trial_id)
         if last is not None:
             self.ledger.charge(trial.trial_id, seconds=time.time() - last, why="lost_work")
+            self._tell_charged(trial.trial_id)
+
+    def _tell_charged(self, trial_id: str) -> None:
+        record = self.ledger.trials.get(trial_id)
+        told = getattr(self, "charged", None)  # None: pickled by an older costtune
+        if record is not None and told is not None:
+            told(trial_id, record.epochs, self.ledger.cost_usd(record))
 
     def on_trial_complete(self, iteration: int, trials: list, trial: Any, **info: Any) -> None:
         reason = self.stop_reason_of(trial.trial_id) or StopReason.COMPLETED.value
@@ -139,6 +151,7 @@ class LedgerCallback(Callback):
             config={k: trial.config.get(k) for k in self.hyperparameters},
             extra_seconds=self.extra_seconds_of(trial.trial_id),
         )
+        self._tell_charged(trial.trial_id)  # time held while hung, charged at the end
         now = time.monotonic()
         if self.tables_dir is not None and now - self._last_tables >= self.tables_every_s:
             self._write_tables()

@@ -25,7 +25,7 @@ from costtune.ledger import write_json_atomic
 from costtune.policy import AsyncHyperband, Decision, PromotionRule, StopReason
 from costtune.rundir import relocated
 from costtune.schedulers.governed import GovernedMixin
-from costtune.schedulers.placement import trial_devices
+from costtune.schedulers.placement import billed_usd
 
 if TYPE_CHECKING:
     from ray.tune.experiment import Trial
@@ -59,6 +59,9 @@ class CostAwareHyperBand(GovernedMixin, FIFOScheduler):
         state_path: a JSON file the policy state is written to whenever it changes, and
             read back when Tune restores the scheduler: Tune never calls a scheduler's
             save/restore, and restores it as it was when the Tuner was built.
+        ledger: the sweep's :class:`~costtune.ledger.Ledger`, which meters each result's
+            dollars (lost work and restarts as the books have them); without one, the
+            result's cumulative ``seconds_field`` is priced.
     """
 
     def __init__(
@@ -76,6 +79,7 @@ class CostAwareHyperBand(GovernedMixin, FIFOScheduler):
         seconds_field: str = "time_total_s",
         governor: Any = None,
         state_path: str | Path | None = None,
+        ledger: Any = None,
     ) -> None:
         super().__init__()
         self.governor = governor
@@ -89,6 +93,7 @@ class CostAwareHyperBand(GovernedMixin, FIFOScheduler):
         self.cost_model = cost_model or CostModel()
         self.time_attr = time_attr
         self.seconds_field = seconds_field
+        self.ledger = ledger
 
     def set_search_properties(self, metric: str | None, mode: str | None, **spec: Any) -> bool:
         if (self._metric and metric) or (self._mode and mode):
@@ -105,8 +110,9 @@ class CostAwareHyperBand(GovernedMixin, FIFOScheduler):
     def on_trial_result(self, tune_controller: Any, trial: Trial, result: dict) -> str:
         if self._metric not in result or self.time_attr not in result:
             return TrialScheduler.CONTINUE
-        kind, devices = trial_devices(trial)
-        cost_usd = self.cost_model.cost_usd(float(result.get(self.seconds_field, 0.0)), devices, kind)
+        cost_usd = billed_usd(
+            trial, result, seconds_field=self.seconds_field, cost_model=self.cost_model, ledger=self.ledger
+        )
         decision = self.policy.on_result(
             trial.trial_id,
             int(result[self.time_attr]),
@@ -148,6 +154,9 @@ class CostAwareHyperBand(GovernedMixin, FIFOScheduler):
 
     def __setstate__(self, state: dict[str, Any]) -> None:
         self.__dict__.update(state)
+        self.__dict__.setdefault("ledger", None)  # pickled by an older costtune
+        if self.ledger is not None:
+            self.ledger = self.ledger.shared()
         if self.state_path is not None:
             self.state_path = str(relocated(Path(self.state_path)))
         if self.state_path is not None and Path(self.state_path).exists():

@@ -35,6 +35,9 @@ class CostAwarePBT(PopulationBasedTraining):
         cost_model: prices, for dollars per epoch.
         seconds_field: the result field of metered seconds (``cost.time_field``; a replay
             reports its simulated seconds).
+        ledger: the sweep's ledger: a member's dollars per epoch are the books' (what it
+            ran, lost work included); without one, or before its first recorded epoch, the
+            cumulative ``seconds_field`` is priced.
     """
 
     def __init__(
@@ -49,6 +52,7 @@ class CostAwarePBT(PopulationBasedTraining):
         seed: int = 0,
         cost_model: CostModel | None = None,
         seconds_field: str = "time_total_s",
+        ledger: Any = None,
     ) -> None:
         super().__init__(
             time_attr="training_iteration",
@@ -64,16 +68,30 @@ class CostAwarePBT(PopulationBasedTraining):
         self.rng = random.Random(seed)
         self.cost_model = cost_model or CostModel()
         self.seconds_field = seconds_field
+        self.ledger = ledger
         self.decisions: list[Exploit] = []
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
+        self.__dict__.setdefault("ledger", None)  # pickled by an older costtune
+        if self.ledger is not None:
+            self.ledger = self.ledger.shared()
 
     def _member(self, trial: Trial) -> Member:
         state = self._trial_state[trial]
         result = state.last_result or {}
         epochs = max(int(result.get("training_iteration", 1)), 1)
+        record = None if self.ledger is None else self.ledger.trials.get(trial.trial_id)
+        if record is not None and record.epochs > 0:  # the books: what it ran, lost work included
+            return Member(trial.trial_id, self._loss(state), self.ledger.cost_usd(record) / record.epochs)
         kind, devices = trial_devices(trial)
         usd = self.cost_model.cost_usd(float(result.get(self.seconds_field, 0.0)), devices, kind)
-        loss = -state.last_score if state.last_score is not None else float("nan")
-        return Member(trial.trial_id, loss, usd / epochs)
+        return Member(trial.trial_id, self._loss(state), usd / epochs)
+
+    @staticmethod
+    def _loss(state: Any) -> float:
+        # Ray's PBT keeps last_score as the metric signed so that higher is better
+        return -state.last_score if state.last_score is not None else float("nan")
 
     def _quantiles(self) -> tuple[list[Trial], list[Trial]]:
         live = [t for t, s in self._trial_state.items() if s.last_score is not None and not t.is_finished()]

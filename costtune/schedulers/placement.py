@@ -15,12 +15,15 @@ unavailable the trial is billed as the sweep's accelerator, never as nothing.
 from __future__ import annotations
 
 import functools
-from typing import TYPE_CHECKING
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
 
-from costtune.cost import canonical_device, devices_from_resources
+from costtune.cost import CostModel, canonical_device, devices_from_resources
 
 if TYPE_CHECKING:
     from ray.tune.experiment import Trial
+
+    from costtune.ledger import Ledger
 
 _LABEL = "accelerator_type:"
 
@@ -65,3 +68,30 @@ def node_accelerator(actor_id: str) -> str | None:
     except Exception:  # a private API: its absence must not stop billing
         return None
     return None
+
+
+def billed_usd(
+    trial: Trial,
+    result: Mapping[str, Any],
+    *,
+    seconds_field: str,
+    cost_model: CostModel,
+    ledger: Ledger | None,
+) -> float:
+    """What ``trial`` has cost with ``result`` counted: the sweep's ledger meters it
+    (:meth:`Ledger.usd_after`: lost work, restarts and hung time as the books have them);
+    a scheduler used without a ledger (in a plain ``Tuner``) prices the result's cumulative
+    ``seconds_field``."""
+    kind, devices = trial_devices(trial)
+    seconds = float(result.get(seconds_field, 0.0))
+    if ledger is None:
+        return cost_model.cost_usd(seconds, devices, kind)
+    increment = result.get("time_this_iter_s") if seconds_field == "time_total_s" else None
+    return ledger.usd_after(
+        trial.trial_id,
+        epoch=int(result.get("training_iteration", 0)),
+        seconds=seconds,
+        increment=increment,
+        kind=kind,
+        devices=devices,
+    )

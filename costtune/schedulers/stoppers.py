@@ -12,7 +12,7 @@ from typing import Any
 from ray.tune import Stopper
 
 from costtune.direction import Direction
-from costtune.ledger import Ledger, charged_increment
+from costtune.ledger import Ledger
 from costtune.policy import (
     Governor,
     MarginalRoiStopping,
@@ -38,8 +38,11 @@ class CostStopper(Stopper):
         seconds_field: the cumulative metered time field.
         outlook: the scale-free learning-curve rule (``None``: off); it sees every result,
             so that its incumbent is the sweep's best.
-        ledger: the sweep's ledger; when Tune restores this stopper (resume), its budget,
-            charged time and stopping curves are rebuilt from the ledger's log.
+        ledger: the sweep's ledger, and its meter: a result is charged by
+            :meth:`Ledger.charged_after` (the seconds charged so far, lost work and hung
+            time included, plus this epoch), so the caps and the budget see the same seconds
+            as the books. When Tune restores this stopper (resume), its budget and stopping
+            curves are rebuilt from the ledger's log.
     """
 
     def __init__(
@@ -51,7 +54,8 @@ class CostStopper(Stopper):
         stopping: MarginalRoiStopping | None = None,
         sweep_progress: SweepProgress | None = None,
         seconds_field: str = "time_total_s",
-        ledger: Ledger | None = None,
+        *,
+        ledger: Ledger,
         outlook: OutlookStopping | None = None,
     ) -> None:
         self.governor = governor
@@ -63,25 +67,20 @@ class CostStopper(Stopper):
         self.sweep_progress = sweep_progress
         self.outlook = outlook
         self.seconds_field = seconds_field
-        self._reported: dict[str, dict[int, float]] = {}
-        self._charged: dict[str, float] = {}
-        self._epochs: dict[str, int] = {}
         self._stop_all = False
 
     def __setstate__(self, state: dict[str, Any]) -> None:
         self.__dict__.update(state)
-        if self.ledger is not None:
-            self.ledger = self.ledger.reloaded()
-            self.rebuild(self.ledger)
+        for stale in ("_reported", "_charged", "_epochs"):  # pickled by an older costtune
+            self.__dict__.pop(stale, None)
+        self.ledger = self.ledger.shared()  # the one the ledger callback writes to
+        self.rebuild(self.ledger)
 
     def rebuild(self, ledger: Ledger) -> None:
         """Take up metered spend, charged time and loss curves from a ledger's log."""
         for trial_id, record in ledger.trials.items():
             if record.status != "RUNNING":
                 self.governor.ended.add(trial_id)
-            self._charged[trial_id] = record.seconds
-            self._epochs[trial_id] = record.epochs
-            self._reported[trial_id] = dict(record.reported_seconds)
             self._rate_of(trial_id, record.device_kind, record.devices)
             self.governor.budget.record(trial_id, record.epochs, ledger.cost_usd(record))
             if self.stopping is not None:
@@ -100,15 +99,10 @@ class CostStopper(Stopper):
         if self.seconds_field not in result or "training_iteration" not in result:
             return False
         epoch = int(result["training_iteration"])
-        reported = float(result[self.seconds_field])
-        by_epoch = self._reported.setdefault(trial_id, {})
         increment = result.get("time_this_iter_s") if self.seconds_field == "time_total_s" else None
-        charged = self._charged.get(trial_id, 0.0) + charged_increment(
-            by_epoch, self._epochs.get(trial_id, 0), epoch, reported, increment
+        charged = self.ledger.charged_after(
+            trial_id, epoch=epoch, seconds=float(result[self.seconds_field]), increment=increment
         )
-        by_epoch[epoch] = reported
-        self._charged[trial_id] = charged
-        self._epochs[trial_id] = max(epoch, self._epochs.get(trial_id, 0))
         devices = self.devices
         where = placed(trial_id)  # a mixed pool: the type this trial's node has
         if where is not None:
@@ -140,10 +134,9 @@ class CostStopper(Stopper):
         return reason is not None
 
     def _rate_of(self, trial_id: str, kind: str, devices: float) -> None:
-        """Bill ``trial_id`` at its own type's price (known only with the ledger's prices)."""
-        if self.ledger is not None:
-            price = self.ledger.spec.cost_model.usd_per_device_hour(kind)
-            self.governor.rates[trial_id] = price * devices / 3600
+        """Bill ``trial_id`` at its own type's price."""
+        price = self.ledger.spec.cost_model.usd_per_device_hour(kind)
+        self.governor.rates[trial_id] = price * devices / 3600
 
     def stop_all(self) -> bool:
         return self._stop_all
