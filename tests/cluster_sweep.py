@@ -23,6 +23,7 @@ from costtune.sweep import run_sweep
 def main(out: Path, remove: bool) -> None:
     trace = out / "trace"
     trace.mkdir(parents=True)
+    Path("/tmp/ray").mkdir(exist_ok=True)  # Ray records the cluster's address there
     temp = tempfile.mkdtemp(prefix="ctc-", dir="/tmp")  # short: Unix socket paths are capped at 107 bytes
     cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 0, "temp_dir": temp})
     workers = [cluster.add_node(num_cpus=2, resources={"accelerator_type:A100": 1}) for _ in range(2)]
