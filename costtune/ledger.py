@@ -132,7 +132,10 @@ class Ledger:
         #: lines of the log that could not be read (a torn last line, corruption) and were skipped
         self.unreadable_lines = 0
         self._baseline: tuple[int, float] | None = None  # (timeline length, value), a cache
+        #: bytes of the log this ledger has read or written (another writer makes it stale)
+        self._size = 0
         if self._path is not None and self._path.exists():
+            self._size = self._path.stat().st_size
             for event in _read_events(self._path, self):
                 self._apply(event)
 
@@ -163,7 +166,8 @@ class Ledger:
             return self
         key = str(self._path.resolve())
         found = _SHARED.get(key)
-        if found is None or found.spec != self.spec:
+        size = self._path.stat().st_size if self._path.exists() else 0
+        if found is None or found.spec != self.spec or found._size != size:  # missing, or stale
             found = self.reloaded()
             _SHARED[key] = found
         return found
@@ -293,6 +297,7 @@ class Ledger:
                 if written != len(line):  # a short write: the disk filled mid-line
                     raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
                 os.fsync(fd)  # a line written is a line kept, whatever happens next
+                self._size = kept + written if self._size == kept else -1  # -1: someone else wrote too
             except OSError as exc:
                 with contextlib.suppress(OSError):
                     os.ftruncate(fd, kept)  # never leave half a line behind

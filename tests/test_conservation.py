@@ -199,3 +199,16 @@ def test_a_controlled_run_is_metered_within_one_percent_of_its_allocation_bill(r
         # what is not metered is the function's start before Ray's first epoch timer (~45 ms
         # here), never more than was held: a 1% target holds for trials of seconds, not less
         assert 0.0 <= bill - metered < 0.1, (metered, bill)
+
+
+def test_a_resumed_sweeps_parts_meet_on_one_ledger_and_never_a_stale_one(tmp_path) -> None:
+    spec = LedgerSpec(metric="loss", mode="min", cost_model=PRICE)
+    first = Ledger(spec, tmp_path)
+    first.record_result("a", epoch=1, seconds=1.0, metrics={"loss": 0.5})
+    callbacks_copy, stoppers_copy = first.shared(), Ledger(spec, tmp_path).shared()
+    assert callbacks_copy is stoppers_copy  # what the stopper meters is what the callback writes
+    callbacks_copy.record_result("a", epoch=2, seconds=2.0, metrics={"loss": 0.4})
+    assert stoppers_copy.trials["a"].epochs == 2
+    Ledger(spec, tmp_path).record_result("a", epoch=3, seconds=3.0, metrics={"loss": 0.3})  # another writer
+    fresh = first.shared()
+    assert fresh is not callbacks_copy and fresh.trials["a"].epochs == 3
