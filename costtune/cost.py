@@ -13,7 +13,6 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from costtune.direction import Direction
 from costtune.errors import ConfigError
 
 #: List prices in USD per device-hour (one GPU, or one CPU core for ``cpu``), as
@@ -34,9 +33,6 @@ DEFAULT_PRICES: Mapping[str, tuple[float, float]] = {
 
 #: Ray's accelerator labels (``ray.util.accelerators``) that name a type of the table.
 ALIASES: Mapping[str, str] = {"A100-40G": "A100", "CPU": "cpu"}
-
-#: On-demand column of :data:`DEFAULT_PRICES` (kept for callers of the one-column table).
-DEFAULT_USD_PER_DEVICE_HOUR: Mapping[str, float] = {k: v[0] for k, v in DEFAULT_PRICES.items()}
 
 CAPACITIES = ("on_demand", "spot")
 
@@ -177,7 +173,7 @@ def roi(delta_metric: float, business_value_usd: float, cost_usd: float) -> floa
 
     Args:
         delta_metric: improvement bought, in "higher is better" units (a loss that fell
-            from 0.40 to 0.25 bought 0.15). See :func:`improvement`.
+            from 0.40 to 0.25 bought 0.15). See :meth:`costtune.direction.Direction.improvement`.
         business_value_usd: what one unit of metric improvement is worth, in USD.
         cost_usd: metered spend that bought it.
 
@@ -187,9 +183,3 @@ def roi(delta_metric: float, business_value_usd: float, cost_usd: float) -> floa
     if cost_usd <= 0:
         return math.nan
     return delta_metric * business_value_usd / cost_usd
-
-
-def improvement(baseline: float, value: float, mode: str) -> float:
-    """Δmetric of ``value`` over ``baseline``, positive when ``value`` is better
-    (:meth:`costtune.direction.Direction.improvement`; ``mode`` is ``"min"`` or ``"max"``)."""
-    return Direction.of(mode).improvement(baseline, value)

@@ -21,7 +21,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from costtune.config import SweepConfig, planned_trials
-from costtune.cost import device_hours
+from costtune.cost import device_hours, is_gpu
 from costtune.errors import ConfigError
 from costtune.policy import Keep, bracket_weights, max_bracket_index, rung_epochs
 from costtune.policy.successive_halving import promoted_count
@@ -48,7 +48,7 @@ class Estimate:
 
     @property
     def is_gpu(self) -> bool:
-        return self.device != "cpu"
+        return is_gpu(self.device)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)

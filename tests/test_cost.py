@@ -4,7 +4,8 @@ import math
 
 import pytest
 
-from costtune.cost import CostModel, device_hours, devices_from_resources, improvement, roi
+from costtune.cost import CostModel, device_hours, devices_from_resources, roi
+from costtune.direction import Direction
 from costtune.errors import ConfigError
 
 
@@ -64,10 +65,10 @@ def test_device_hours_never_negative() -> None:
 
 
 def test_roi_is_improvement_times_value_per_dollar() -> None:
-    delta = improvement(baseline=0.40, value=0.25, mode="min")
+    delta = Direction.MIN.improvement(0.40, 0.25)
     assert delta == pytest.approx(0.15)
     assert roi(delta, business_value_usd=1000.0, cost_usd=50.0) == pytest.approx(3.0)
-    assert improvement(baseline=0.90, value=0.95, mode="max") == pytest.approx(0.05)
+    assert Direction.MAX.improvement(0.90, 0.95) == pytest.approx(0.05)
     assert math.isnan(roi(0.1, 1.0, 0.0))
 
 
