@@ -604,7 +604,7 @@ def importance_panel(
 
 
 def roi_panel(frame: pd.DataFrame, best_id: str | None, baseline: float) -> Panel:
-    """ROI per trial, against the sweep's baseline, best first."""
+    """ROI per trial: what its dollars added to the sweep's best, best first."""
     rows = frame.dropna(subset=["roi"]).sort_values("roi", ascending=False) if "roi" in frame else frame
     data: list[dict[str, Any]] = []
     if not rows.empty:
@@ -624,9 +624,9 @@ def roi_panel(frame: pd.DataFrame, best_id: str | None, baseline: float) -> Pane
     return Panel(
         "roi",
         "ROI per trial",
-        f"Value bought per dollar: the trial's best metric's improvement over the sweep's baseline "
-        f"({baseline:.4g}, the median metric at the first rung, or cost.baseline_metric) × business value "
-        "/ its dollars. A trial that starts badly and stays bad ranks last, not first.",
+        f"What each trial's dollars bought the sweep: the improvement it brought to the sweep's best so far, "
+        f"starting from the baseline ({baseline:.4g}, the median metric at the first rung, or "
+        "cost.baseline_metric), × business value / its dollars. A trial that never set a new best has ROI 0.",
         data,
         _layout(
             "trial",

@@ -132,6 +132,7 @@ class Ledger:
         #: lines of the log that could not be read (a torn last line, corruption) and were skipped
         self.unreadable_lines = 0
         self._baseline: tuple[int, float] | None = None  # (timeline length, value), a cache
+        self._contributions: tuple[int, dict[str, float]] | None = None  # the same
         #: bytes of the log this ledger has read or written (another writer makes it stale)
         self._size = 0
         if self._path is not None and self._path.exists():
@@ -391,20 +392,48 @@ class Ledger:
         self._baseline = (key, value)
         return value
 
-    def trial_roi(self, record: TrialRecord, baseline: float | None = None) -> float:
-        """Δmetric of the trial's best over the sweep's baseline × business value ÷ its dollars
-        (negative when the trial never beat what a typical trial had at the first rung)."""
+    def contributions(self) -> dict[str, float]:
+        """What each trial added to the sweep's best, in "higher is better" units.
+
+        Walks every report in arrival order with the sweep's best-so-far starting at
+        :meth:`sweep_baseline`; a report that beats it credits its trial with the gap it
+        closed. A trial that never set a new best gets 0, and the credits sum to how far the
+        sweep's best got past the baseline.
+        """
+        key = len(self.timeline)
+        cached = getattr(self, "_contributions", None)  # absent on a ledger pickled before it existed
+        if cached is not None and cached[0] == key:
+            return cached[1]
+        direction = self.spec.direction
+        best = self.sweep_baseline()
+        credit = {trial_id: 0.0 for trial_id in self.trials}
+        for trial_id, _, _, value, _ in self.timeline:
+            if math.isnan(value):
+                continue
+            if math.isnan(best):
+                best = value
+            gained = direction.improvement(best, value)
+            if gained > 0:
+                credit[trial_id] = credit.get(trial_id, 0.0) + gained
+                best = value
+        self._contributions = (key, credit)
+        return credit
+
+    def trial_roi(self, record: TrialRecord) -> float:
+        """What the trial's dollars bought the sweep: the improvement it brought to the sweep's
+        best-so-far (from the baseline, :meth:`contributions`) × business value ÷ its dollars.
+
+        0 for a trial that never set a new best, however cheaply it ran: a trial pruned at a
+        poor loss, or a good one that a better one had already beaten, bought the sweep nothing.
+        """
         if not record.history:
             return math.nan
-        if baseline is None:
-            baseline = self.sweep_baseline()
-        delta = self.spec.direction.improvement(baseline, self.best_metric(record))
-        return roi(delta, self.spec.business_value_usd, self.cost_usd(record))
+        gained = self.contributions().get(record.trial_id, 0.0)
+        return roi(gained, self.spec.business_value_usd, self.cost_usd(record))
 
     def to_frame(self) -> pd.DataFrame:
         """The trial cost table: one row per trial, one ``hp.<name>`` column per hyperparameter."""
         metric = self.spec.metric
-        baseline = self.sweep_baseline()
         rows = []
         for r in self.trials.values():
             dh = device_hours(r.seconds, r.devices)
@@ -423,7 +452,7 @@ class Ledger:
                     f"best_{metric}": self.best_metric(r),
                     f"last_{metric}": r.history[-1][2] if r.history else math.nan,
                     **{f"last_{k}": v for k, v in r.last_metrics.items() if k != metric},
-                    "roi": self.trial_roi(r, baseline),
+                    "roi": self.trial_roi(r),
                     **{f"hp.{k}": _cell(v) for k, v in r.config.items()},
                 }
             )

@@ -49,10 +49,11 @@ def test_ledger_rows_meter_cost_and_roi() -> None:
     assert frame.loc["b", "gpu_hours"] == pytest.approx(2.0)
     assert frame.loc["b", "best_val_loss"] == pytest.approx(0.4)
     assert frame.loc["b", "last_val_loss"] == pytest.approx(0.45)
-    # ROI against the sweep's baseline, the median first report (0.9, 0.8 → 0.85):
-    # (0.85 - 0.4) × $100 / $5 for b, (0.85 - 0.7) × $100 / $10 for a
-    assert frame.loc["b", "roi"] == pytest.approx(9.0)
+    # ROI = what each trial added to the sweep's best, from the baseline (the median first
+    # report: 0.9, 0.8 → 0.85): a took it to 0.7 (0.15 × $100 / $10); b to 0.5, then 0.4
+    # (0.45 - 0.15 = 0.3 × $100 / $5)
     assert frame.loc["a", "roi"] == pytest.approx(1.5)
+    assert frame.loc["b", "roi"] == pytest.approx(6.0)
     assert frame.loc["a", "stop_reason"] == "rung_pruned"
     assert frame.loc["b", "hp.lr"] == 0.01
 
@@ -222,9 +223,10 @@ def test_extra_seconds_charge_a_hung_trial_until_it_was_ended(tmp_path) -> None:
 
 
 def test_roi_never_ranks_a_bad_start_that_stayed_bad_first() -> None:
-    """The report's finding: ROI over a trial's own first report ranked the worst trial
-    (awful start, pruned cheaply at a poor loss) first. Against the sweep's first-rung median
-    it is negative, and the best trial ranks ahead of it."""
+    """The report's findings: ROI over a trial's own first report ranked the worst trial
+    (awful start, pruned cheaply at a poor loss) first; ROI over the sweep's baseline per
+    trial dollar ranked a cheap first-rung trial a little under the median above the best one.
+    Credited with what it added to the sweep's best, the best trial ranks first."""
     spec = LedgerSpec(metric="val_loss", mode="min", cost_model=CostModel(), baseline_epoch=5)
     ledger = Ledger(spec)
 
@@ -238,11 +240,17 @@ def test_roi_never_ranks_a_bad_start_that_stayed_bad_first() -> None:
     trial("bad", [9.0, 5.0, 3.0, 2.0, 1.68])  # pruned at the first rung (epoch 5)
     for i, start in enumerate([2.3, 2.2, 2.4]):
         trial(f"mid{i}", [start, 1.0, 0.6, 0.4, 0.3])
+    trial("cheap", [2.3, 1.0, 0.6, 0.35, 0.29])  # a little under the median, pruned at 5 epochs
     trial("best", [2.3, 0.9, 0.5, 0.3, 0.2, *[0.2 - 0.01 * k for k in range(1, 16)]])  # 20 epochs
     assert ledger.sweep_baseline() == pytest.approx(0.3)  # median at epoch 5
     frame = ledger.to_frame().sort_values("roi", ascending=False)
-    assert frame.iloc[-1]["trial_id"] == "bad" and frame.iloc[-1]["roi"] < 0
     ranks = list(frame["trial_id"])
-    assert ranks.index("best") < ranks.index("bad")
+    assert ranks[0] == "best"
+    by_id = frame.set_index("trial_id")["roi"]
+    assert by_id["bad"] == 0 and by_id["mid0"] == 0 and by_id["cheap"] > 0
+    # the credits add up to how far the sweep's best got past the baseline
+    credits = ledger.contributions()
+    assert sum(credits.values()) == pytest.approx(0.3 - 0.05)
+    assert credits["cheap"] == pytest.approx(0.01) and credits["best"] == pytest.approx(0.24)
     fixed = Ledger(LedgerSpec(metric="val_loss", mode="min", cost_model=CostModel(), baseline_metric=3.0))
     assert fixed.sweep_baseline() == 3.0

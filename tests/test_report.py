@@ -281,6 +281,13 @@ def test_the_trials_load_into_optuna_for_its_analysis_tools(small_run) -> None:
     assert set(optuna.importance.get_param_importances(study)) == {"lr", "batch_size"}
 
 
+def test_roi_ranks_the_best_trial_in_the_upper_half(small_run) -> None:
+    frame = costtune.load_run(small_run.output_dir).trials.sort_values("roi", ascending=False)
+    rank = list(frame["trial_id"]).index(small_run.summary["best_trial_id"])
+    assert rank < len(frame) / 2, frame[["trial_id", "best_val_loss", "cost_usd", "roi"]]
+    assert frame.iloc[0]["roi"] > 0 and (frame["roi"] >= 0).all()
+
+
 def test_the_cli_computes_importance_in_a_forked_helper_with_the_same_answer(small_run) -> None:
     from costtune.htmlreport import ImportanceHelper, importance
 
