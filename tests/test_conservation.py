@@ -154,16 +154,19 @@ def test_the_schedulers_meter_from_the_ledger_too() -> None:
 
 
 @pytest.mark.ray
-def test_a_controlled_run_is_never_over_metered_and_misses_only_bounded_overheads(
-    ray_session, tmp_path
-) -> None:
+def test_a_controlled_run_is_billed_the_seconds_it_held_within_one_percent(ray_session, tmp_path) -> None:
     """A trainable that sleeps a known time per epoch (8 × 0.5 s) on one core at $1 per
-    core-second, timing itself. Metering counts Ray's epoch times; what it misses is bounded:
-    the hand-off of each report to the driver (5-6 ms per epoch measured on 2 cores: about
-    1.2% at 0.5 s epochs, so the issue's 1% is not met) and the gap between the function's
-    start and Ray's first epoch timer (a few ms either way; 45-95 ms counting the imports
-    before it). See the README."""
+    core-second, timing itself from its first line to its last report. Ray times only the
+    epochs: each report's hand-off to the driver (5-6 ms per epoch on 2 cores, 1.2% at 0.5 s
+    epochs), the actor's start-up before the function's first line and its shutdown after
+    the last report go untimed, and the per-epoch books lag by them while the trial runs.
+    When a trial lets go of its devices, the ledger charges what it held but Ray did not time
+    (``unmetered``): the trial's bill is within 1% of how long Ray's GCS says its actor held
+    the core (the allocation-based bill), and never less than the function's own clock."""
     import json
+    import time
+
+    from ray._private import state as ray_state
 
     from costtune.config import parse_config
     from costtune.sweep import run_sweep
@@ -192,7 +195,13 @@ def test_a_controlled_run_is_never_over_metered_and_misses_only_bounded_overhead
             },
         }
     )
+    began = time.time()
     result = run_sweep(config, tmp_path / "run")
+    # the allocation-based bill: how long Ray's GCS says each trial's actor held its core
+    actors = [a for a in ray_state.actors().values() if a.get("StartTime", 0) / 1000 >= began]
+    allocated = sorted((a["EndTime"] - a["StartTime"]) / 1000 for a in actors)
+    assert len(allocated) == 2, actors
+    assert sorted(result.trials["cost_usd"]) == pytest.approx(allocated, rel=0.01)
     curves = result.curves
     trials = result.trials.set_index("trial_id")
     assert len(trials) == 2
@@ -205,10 +214,13 @@ def test_a_controlled_run_is_never_over_metered_and_misses_only_bounded_overhead
         metered = float(epochs["cost_usd"].iloc[-1] - epochs["cost_usd"].iloc[0])
         handoffs = (last - first) - metered
         assert 0.0 <= handoffs < 7 * 0.025, (metered, last - first)  # 7 reports, < 25 ms each
-        # the whole trial: less than it held by the hand-offs and a start gap (Ray's first
-        # epoch timer starts within a few ms of the function's first line, either side)
-        start_gap = (last - held["began"]) - float(row["cost_usd"]) - handoffs
-        assert -0.05 < start_gap < 0.3, (start_gap, handoffs)
+        # never less than the function's own clock counted, first line to last report
+        assert float(row["cost_usd"]) >= last - held["began"] - 0.005, (row["cost_usd"], held)
+    charges = [json.loads(line) for line in (tmp_path / "run" / "ledger.jsonl").read_text().splitlines()]
+    charges = [e for e in charges if e["event"] == "charge"]
+    # per trial: what its stretch held untimed, and its actor's shutdown after it let go
+    assert sorted(e["why"] for e in charges) == ["shutdown", "shutdown", "unmetered", "unmetered"], charges
+    assert all(0 < e["seconds"] < 0.5 for e in charges), charges
 
 
 def test_a_resumed_sweeps_parts_meet_on_one_ledger_and_never_a_stale_one(tmp_path) -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import math
 
 import pytest
@@ -57,13 +58,18 @@ def test_a_function_with_ray_domains_runs_and_its_run_loads_back(ray_session, tm
     assert set(trials["stop_reason"]) <= {"completed", "rung_pruned"}
     assert trials["hp.layers"].between(1, 3).all()  # Ray's randint(1, 4): upper bound exclusive
     assert set(trials["hp.act"]) <= {"relu", "gelu"}
+    events = [json.loads(line) for line in (result.output_dir / "ledger.jsonl").read_text().splitlines()]
+    charges = [e for e in events if e["event"] == "charge"]
     # every result a callback sees carries the trial's cost so far, rising epoch by epoch
     assert seen.results and all("cost_usd" in r and "device_hours" in r for r in seen.results)
     for trial_id in trials["trial_id"]:
         costs = [r["cost_usd"] for r in seen.results if r["trial_id"] == trial_id]
-        assert costs == sorted(costs) and costs[-1] == pytest.approx(
-            trials.set_index("trial_id").loc[trial_id, "cost_usd"]
-        )
+        # the final bill adds what the trial held untimed (start-up, hand-offs, shutdown)
+        record = result.ledger.trials[trial_id]
+        held_s = sum(e["seconds"] for e in charges if e["trial_id"] == trial_id)
+        held_usd = result.ledger.spec.cost_model.cost_usd(held_s, record.devices, record.device_kind)
+        final = trials.set_index("trial_id").loc[trial_id, "cost_usd"]
+        assert costs == sorted(costs) and costs[-1] + held_usd == pytest.approx(final)
 
     curves = result.curves
     assert len(curves) == trials["epochs"].sum()

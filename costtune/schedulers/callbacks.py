@@ -15,12 +15,16 @@ from costtune.cost import device_hours, is_gpu
 from costtune.ledger import COST_FIELDS, RAY_RESULT_FIELDS, Ledger, LedgerWriteError
 from costtune.policy import StopReason
 from costtune.rundir import disk_full, relocated
-from costtune.schedulers.placement import trial_devices
+from costtune.schedulers.placement import actor_lifetime, actor_of, trial_devices
 
 _log = logging.getLogger("costtune")
 
 #: what a result carries besides the trainable's own metrics (the cost fields are this callback's)
 _NOT_METRICS = RAY_RESULT_FIELDS | COST_FIELDS
+
+
+#: an actor's shutdown longer than this after its trial let go is not that trial's to pay
+_MAX_SHUTDOWN_S = 60.0
 
 
 class LedgerCallback(Callback):
@@ -36,6 +40,12 @@ class LedgerCallback(Callback):
         charged: told ``(trial_id, epochs, dollars so far)`` whenever the ledger charges a
             trial between reports (work lost with a failed node, time held while hung), so
             that the sweep budget counts it at once, not at the trial's next report.
+
+    With Ray's wall-clock time field (``time_total_s``), each stretch a trial holds its
+    devices (from its actor's start to its end, a restart or a failure) is billed whole: Ray
+    times only the epochs, so what it held but did not time (each report's hand-off to the
+    driver, the first epoch's set-up, the shutdown) is charged when the stretch ends, as an
+    ``unmetered`` charge. A replayed (custom) time field is simulated time: nothing is added.
     """
 
     def __init__(
@@ -59,17 +69,34 @@ class LedgerCallback(Callback):
         self.tables_every_s = tables_every_s
         self._last_tables = 0.0
         self._unpriced: set[str] = set()
+        #: trial id → (wall time its devices were taken, its metered seconds then)
+        self._held: dict[str, tuple[float, float]] = {}
+        #: actor id → (the last trial on it, when that trial let go): its shutdown is that trial's
+        self._actors: dict[str, tuple[str, float | None]] = {}
 
     def __setstate__(self, state: dict[str, Any]) -> None:
         # Restored by Tuner.restore as it was pickled when the Tuner was built: re-read
         # the log, so that a resumed sweep continues the ledger instead of forgetting it.
         self.__dict__.update(state)
         self.__dict__.setdefault("_unpriced", set())  # pickled by an older costtune
+        self._held, self._actors = {}, {}  # what the process that pickled it held is not ours
         self.ledger = self.ledger.shared()  # the one the stopper meters from
         if self.tables_dir is not None:
             self.tables_dir = relocated(Path(self.tables_dir), is_run_dir=True)
 
     def on_trial_start(self, iteration: int, trials: list, trial: Any, **info: Any) -> None:
+        # a trial paused (PBT, a rung) and started again: its last stretch ended when it
+        # last reported (Tune tells no callback of a pause)
+        self._release(trial.trial_id, self.ledger.last_report_time(trial.trial_id))
+        record = self.ledger.trials.get(trial.trial_id)
+        began = time.time()
+        actor = actor_of(trial)
+        if actor is not None:
+            if actor not in self._actors:  # a new actor: its start-up was held for this trial
+                started, _ = actor_lifetime(actor)
+                began = min(began, started or began)
+            self._actors[actor] = (trial.trial_id, None)
+        self._held[trial.trial_id] = (began, record.seconds if record is not None else 0.0)
         # placed (again, after a restart): the node it landed on decides its price, and
         # the stopper, which sees only the trial's id, learns it here before any result
         kind, _ = trial_devices(trial)
@@ -115,6 +142,37 @@ class LedgerCallback(Callback):
         # The trial failed (its node or process died) and restarts from its last
         # checkpoint: the time since its last report was held and lost. Charge it once.
         self._charge_lost_work(trial)
+        self._release(trial.trial_id, time.time())
+
+    def _release(self, trial_id: str, until: float | None, hung_s: float = 0.0) -> None:
+        """End a stretch the trial held its devices: charge what it held that was not
+        metered (``hung_s`` is about to be charged by the trial's end)."""
+        began = self._held.pop(trial_id, None)
+        record = self.ledger.trials.get(trial_id)
+        if began is None or until is None or record is None or self.seconds_field != "time_total_s":
+            return
+        since, metered_then = began
+        unmetered = (until - since) - (record.seconds - metered_then) - hung_s
+        if unmetered > 0:
+            self.ledger.charge(trial_id, seconds=unmetered, why="unmetered")
+            self._tell_charged(trial_id)
+        for actor, (last, _) in self._actors.items():
+            if last == trial_id:
+                self._actors[actor] = (trial_id, until)
+
+    def _charge_shutdowns(self) -> None:
+        """Each actor that has ended since its last trial let go: that trial held its devices
+        until then (an actor kept for the next trial is that trial's, not charged here)."""
+        for actor, (trial_id, let_go) in list(self._actors.items()):
+            if let_go is None:
+                continue
+            _, ended = actor_lifetime(actor)
+            if ended is None:
+                continue
+            del self._actors[actor]
+            if 0 < ended - let_go < _MAX_SHUTDOWN_S:
+                self.ledger.charge(trial_id, seconds=ended - let_go, why="shutdown")
+                self._tell_charged(trial_id)
 
     def _charge_lost_work(self, trial: Any) -> None:
         last = self.ledger.last_report_time(trial.trial_id)
@@ -144,12 +202,14 @@ class LedgerCallback(Callback):
         record = self.ledger.trials.get(trial.trial_id)
         if record is not None and record.status != "RUNNING":
             return  # already ended in the log (a resumed sweep closing it again)
+        hung_s = self.extra_seconds_of(trial.trial_id)
+        self._release(trial.trial_id, time.time(), hung_s)
         self.ledger.end(
             trial.trial_id,
             status=status,
             stop_reason=reason,
             config={k: trial.config.get(k) for k in self.hyperparameters},
-            extra_seconds=self.extra_seconds_of(trial.trial_id),
+            extra_seconds=hung_s,
         )
         self._tell_charged(trial.trial_id)  # time held while hung, charged at the end
         now = time.monotonic()
@@ -158,6 +218,7 @@ class LedgerCallback(Callback):
             self._last_tables = now
 
     def on_experiment_end(self, trials: list, **info: Any) -> None:
+        self._charge_shutdowns()
         self._write_tables()
 
     def _write_tables(self) -> None:

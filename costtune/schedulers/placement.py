@@ -49,6 +49,26 @@ def placed(trial_id: str) -> tuple[str, float] | None:
     return _PLACED.get(trial_id)
 
 
+def actor_of(trial: Trial) -> str | None:
+    """The hex id of the trial's actor, or ``None`` (not placed)."""
+    actor = getattr(getattr(trial, "temporary_state", None), "ray_actor", None)
+    actor_id = getattr(actor, "_actor_id", None)
+    return actor_id.hex() if actor_id is not None else None
+
+
+def actor_lifetime(actor_id: str) -> tuple[float | None, float | None]:
+    """When the GCS says an actor started and ended (Unix seconds; ``None`` where it has not,
+    or the lookup is unavailable): the stretch its resources were taken for."""
+    try:
+        from ray._private import state
+
+        record = state.actors(actor_id) or {}
+    except Exception:  # a private API: without it the stretch is what the callbacks saw
+        return None, None
+    start, end = record.get("StartTime"), record.get("EndTime")
+    return (float(start) / 1000 if start else None, float(end) / 1000 if end else None)
+
+
 @functools.lru_cache(maxsize=4096)
 def node_accelerator(actor_id: str) -> str | None:
     """The accelerator label of the node an actor runs on, or ``None`` (no label, no lookup)."""
