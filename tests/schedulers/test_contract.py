@@ -112,3 +112,110 @@ def test_pbt_prices_members_from_the_configured_time_field() -> None:
     member = pbt._member(trial)
     assert member.usd_per_epoch == pytest.approx(2.50)  # 1 GPU-hour per simulated epoch
     assert member.loss == pytest.approx(0.4)
+
+
+# ------------------------------------------------------------------ a whole sweep, replayed
+MAX_EPOCHS = 9
+
+SWEEPS = {
+    "hyperband": lambda tmp: CostAwareHyperBand(
+        max_epochs=MAX_EPOCHS, grace_epochs=1, eta=3, state_path=tmp / "state.json"
+    ),
+    "hyperband-2-brackets-ceil": lambda tmp: CostAwareHyperBand(
+        max_epochs=MAX_EPOCHS, grace_epochs=1, eta=3, brackets=2, keep="ceil", state_path=tmp / "state.json"
+    ),
+    "hyperband-pareto": lambda tmp: CostAwareHyperBand(
+        max_epochs=MAX_EPOCHS, grace_epochs=1, eta=3, promotion="pareto", state_path=tmp / "state.json"
+    ),
+    "fifo": lambda tmp: CostAwareFIFO(Governor(usd_per_second=1.0)),
+}
+
+
+def _curve(i: int, epoch: int) -> float:
+    """Trial i's loss at an epoch: a spread of starts, decays and plateaus, with ties."""
+    start = 1.0 + 0.37 * ((i * 7) % 11) / 11
+    return round(start / (1 + 0.15 * (i % 4) * epoch) + 0.05 * (i % 3), 3)
+
+
+class _Sweep:
+    """Tune's side of the contract, without Ray: trials start as workers free up, each
+    reports epoch after epoch; a STOP ends it (Tune then calls on_trial_complete), trial 3
+    fails at its second epoch (on_trial_error), the rest complete at MAX_EPOCHS."""
+
+    def __init__(self, trials: int = 12, workers: int = 3) -> None:
+        self.waiting = [f"t{i}" for i in range(trials)]
+        self.running: list[str] = []
+        self.epoch: dict[str, int] = {}
+        self.workers = workers
+        self.log: list[tuple[str, int, str]] = []
+
+    def step(self, scheduler) -> bool:  # type: ignore[no-untyped-def]
+        while self.waiting and len(self.running) < self.workers:
+            trial_id = self.waiting.pop(0)
+            scheduler.on_trial_add(None, _trial(trial_id))
+            self.running.append(trial_id)
+            self.epoch[trial_id] = 0
+        if not self.running:
+            return False
+        trial_id = self.running.pop(0)
+        trial = _trial(trial_id)
+        epoch = self.epoch[trial_id] = self.epoch[trial_id] + 1
+        i = int(trial_id[1:])
+        if i == 3 and epoch == 2:
+            scheduler.on_trial_error(None, trial)
+            self.log.append((trial_id, epoch, "ERROR"))
+            return True
+        result = {"loss": _curve(i, epoch), "training_iteration": epoch, "time_total_s": float(epoch)}
+        decision = scheduler.on_trial_result(None, trial, result)
+        assert decision in (TrialScheduler.CONTINUE, TrialScheduler.STOP), decision  # never PAUSE
+        self.log.append((trial_id, epoch, decision))
+        if decision == TrialScheduler.STOP or epoch >= MAX_EPOCHS:
+            scheduler.on_trial_complete(None, trial, result)
+        else:
+            self.running.append(trial_id)
+        return True
+
+
+def _replay(scheduler, sweep: _Sweep, steps: int | None = None):  # type: ignore[no-untyped-def]
+    done = 0
+    while (steps is None or done < steps) and sweep.step(scheduler):
+        done += 1
+    return sweep.log
+
+
+@pytest.mark.parametrize("name", sorted(SWEEPS))
+def test_a_whole_sweep_decides_the_same_way_every_time_and_across_a_restore(name, tmp_path) -> None:
+    """Syne Tune's test_schedulers_api, for costtune's Ray schedulers: 12 trials × up to 9
+    results each on 3 workers, one error, completions; the same inputs give the same decision
+    log; a sweep killed half-way and resumed (Tune restores the scheduler as it was built)
+    decides the rest the same."""
+    whole = SWEEPS[name](tmp_path / "a")
+    (tmp_path / "a").mkdir()
+    whole.set_search_properties("loss", "min")
+    log = _replay(whole, _Sweep())
+    assert len(log) > 12 and any(d == "ERROR" for *_, d in log)
+    again = SWEEPS[name](tmp_path / "b")
+    (tmp_path / "b").mkdir()
+    again.set_search_properties("loss", "min")
+    assert _replay(again, _Sweep()) == log  # one decision log
+
+    (tmp_path / "c").mkdir()
+    first = SWEEPS[name](tmp_path / "c")
+    built = pickle.dumps(first)  # Tune pickles the scheduler as built, and restores that
+    first.set_search_properties("loss", "min")
+    sweep = _Sweep()
+    _replay(first, sweep, steps=len(log) // 2)
+    restored = pickle.loads(built)  # a sweep killed half-way and resumed: the rungs come back
+    restored.set_search_properties("loss", "min")  # Tune sets them again on restore
+    assert _replay(restored, sweep) == log
+    for trial_id in {t for t, *_ in log}:
+        assert restored.stop_reason(trial_id) == whole.stop_reason(trial_id)
+        reason = whole.stop_reason(trial_id)
+        assert reason is None or reason in {r.value for r in StopReason}
+    if name.startswith("hyperband"):
+        assert whole.stop_reason("t3") == StopReason.ERROR.value
+        pruned = {t for t, e, d in log if d == TrialScheduler.STOP and e < MAX_EPOCHS}
+        assert pruned and all(whole.stop_reason(t) == StopReason.RUNG_PRUNED.value for t in pruned)
+        finished = {t for t, e, _ in log if e == MAX_EPOCHS}
+        assert finished and all(whole.stop_reason(t) == StopReason.COMPLETED.value for t in finished)
+        assert restored.policy.state_dict() == whole.policy.state_dict()
