@@ -406,7 +406,7 @@ def _run(
 
         callbacks.append(progress_callback(ledger, config.num_samples))
     if config.tracking.mlflow is not None:
-        callbacks.append(_mlflow_live(config, out, stop_reason_of))
+        callbacks.append(_mlflow_live(config, out, stop_reason_of, ledger))
     callbacks.extend(extra_callbacks)  # after the ledger's: they see the cost fields it adds
 
     param_space = {
@@ -450,7 +450,9 @@ def _run(
     return _fit_and_write(tuner, config, ledger, out)
 
 
-def _mlflow_live(config: SweepConfig, out: Path, stop_reason_of: Callable[[str], str | None]) -> Any:
+def _mlflow_live(
+    config: SweepConfig, out: Path, stop_reason_of: Callable[[str], str | None], ledger: Ledger
+) -> Any:
     from costtune.schedulers.callbacks import MlflowCallback
     from costtune.tracking import MlflowLive, default_tracking_uri
 
@@ -468,6 +470,9 @@ def _mlflow_live(config: SweepConfig, out: Path, stop_reason_of: Callable[[str],
         run_dir=out,
         hyperparameters=list(config.search_space),
         stop_reason_of=stop_reason_of,
+        billed_of=lambda trial_id: (
+            ledger.cost_usd(ledger.trials[trial_id]) if trial_id in ledger.trials else None
+        ),
     )
     return MlflowCallback(live)
 

@@ -93,8 +93,13 @@ class MlflowLive:
         run_dir: Path,
         hyperparameters: list[str],
         stop_reason_of: Callable[[str], str | None] | None = None,
+        billed_of: Callable[[str], float | None] | None = None,
     ) -> None:
         self.experiment = experiment
+        #: the trial's whole bill from the books, logged when it ends and at the sweep's end
+        #: (what it held but Ray did not time is charged as it lets go, after its last result)
+        self.billed_of = billed_of
+        self._steps: dict[str, int] = {}
         self.tracking_uri = tracking_uri
         self.run_dir = str(run_dir)
         self.hyperparameters = hyperparameters
@@ -189,6 +194,7 @@ class MlflowLive:
             and v == v
         ]
         self._mlflow().log_batch(run_id, metrics=metrics)
+        self._steps[trial.trial_id] = step
         if "cost_usd" in result:
             self._spent[trial.trial_id] = float(result["cost_usd"])
             total = sum(self._spent.values())
@@ -196,9 +202,26 @@ class MlflowLive:
                 self._parent_run(), metrics=[Metric("sweep_cost_usd", total, stamp, len(self._spent))]
             )
 
+    def _log_bill(self, trial: Any, run_id: str) -> None:
+        from mlflow.entities import Metric
+
+        billed_of = getattr(self, "billed_of", None)  # None: pickled by an older costtune
+        billed = billed_of(trial.trial_id) if billed_of is not None else None
+        if billed is None or billed == self._spent.get(trial.trial_id):
+            return
+        self._spent[trial.trial_id] = billed
+        stamp = int(time.time() * 1000)
+        step = getattr(self, "_steps", {}).get(trial.trial_id, 0)
+        self._mlflow().log_batch(run_id, metrics=[Metric("cost_usd", billed, stamp, step)])
+        total = sum(self._spent.values())
+        self._mlflow().log_batch(
+            self._parent_run(), metrics=[Metric("sweep_cost_usd", total, stamp, len(self._spent))]
+        )
+
     def on_trial_end(self, trial: Any, failed: bool) -> None:
         client = self._mlflow()
         run_id = self._child_run(trial)
+        self._log_bill(trial, run_id)
         reason = (
             StopReason.ERROR.value
             if failed
@@ -207,7 +230,10 @@ class MlflowLive:
         client.set_tag(run_id, "costtune.stop_reason", reason)
         client.set_terminated(run_id, status="FAILED" if failed else "FINISHED")
 
-    def on_experiment_end(self) -> None:
+    def on_experiment_end(self, trials: list[Any] = ()) -> None:  # type: ignore[assignment]
+        for trial in trials:  # actors' shutdowns are charged when the sweep ends
+            if trial.trial_id in self._spent:
+                self._log_bill(trial, self._child_run(trial))
         if self._parent is not None:
             self._mlflow().set_terminated(self._parent, status="FINISHED")
 

@@ -290,4 +290,4 @@ class MlflowCallback(Callback):
         self.live.on_trial_end(trial, failed=True)
 
     def on_experiment_end(self, trials: list, **info: Any) -> None:
-        self.live.on_experiment_end()
+        self.live.on_experiment_end(trials)
