@@ -210,6 +210,8 @@ def parse_variant(method: str) -> tuple[str, dict[str, Any]]:
     for a single objective.
     ``kf`` / ``kc``: rung keep floor / ceil; ``o2``: the outlook rule's optimism κ = 2; ``n6``:
     the outlook rule judges from epoch 6 on (after the first rung at 5).
+    ``q<K>`` (costtune-hb-tpe): TPE proposes K configurations and the one predicted cheapest per
+    epoch starts (``costtune.policy.epoch_cost``, learned from the epochs run so far).
     """
     base, _, spec = method.partition(":")
     kwargs: dict[str, Any] = {}
@@ -223,7 +225,9 @@ def parse_variant(method: str) -> tuple[str, dict[str, Any]]:
         kwargs["optimism"] = float(value)
     for value in re.findall(r"n([0-9]+)", spec):
         kwargs["outlook_min_epochs"] = int(value)
-    spec = re.sub(r"o[0-9.]+|n[0-9]+", "", spec)
+    for value in re.findall(r"q([0-9]+)", spec):
+        kwargs["cheapest_of"] = int(value)
+    spec = re.sub(r"o[0-9.]+|n[0-9]+|q[0-9]+", "", spec)
     for key, value in re.findall(r"([gebpk])([0-9]+|[lcpf])", spec):
         if key == "k":
             kwargs["keep"] = {"c": "ceil", "f": "floor"}[value]
@@ -258,8 +262,14 @@ def run_tpe_loop(
     tell_pruned: bool = False,
     multivariate: bool = False,
     outlook: OutlookStopping | None = None,
+    cheapest_of: int = 1,
 ) -> Trace:
-    """A costtune policy on the simulator with Optuna's TPE asked and told in the loop."""
+    """A costtune policy on the simulator with Optuna's TPE asked and told in the loop.
+
+    ``cheapest_of`` K > 1: TPE is asked for K configurations and the one predicted cheapest
+    per epoch (costtune.search.CostModelKNN on the epochs run so far) starts; the others are
+    told FAILED (TPE ignores them).
+    """
     import optuna
 
     optuna.logging.set_verbosity(optuna.logging.WARNING)
@@ -268,14 +278,33 @@ def run_tpe_loop(
         sampler=optuna.samplers.TPESampler(seed=seed, multivariate=multivariate),
     )
     asked: dict[str, optuna.Trial] = {}
+    from costtune.policy.epoch_cost import EpochCostModel
+
+    costs = EpochCostModel(SPACE)
+    configs: dict[str, dict[str, float]] = {}
 
     def next_curve() -> Curve:
-        trial = study.ask()
-        curve = curves_of(task.name, [suggest(trial)], prefix=f"t{trial.number}-")[0]
+        if cheapest_of > 1 and costs.ready():
+            proposals = [study.ask() for _ in range(cheapest_of)]
+            params = [suggest(t) for t in proposals]
+            best = costs.cheapest(params)
+            for i, t in enumerate(proposals):
+                if i != best:
+                    study.tell(t, state=optuna.trial.TrialState.FAIL)
+            trial, config = proposals[best], params[best]
+        else:
+            trial = study.ask()
+            config = suggest(trial)
+        curve = curves_of(task.name, [config], prefix=f"t{trial.number}-")[0]
         asked[curve.config_id] = trial
+        configs[curve.config_id] = config
+        by_id[curve.config_id] = curve
         return curve
 
+    by_id: dict[str, Curve] = {}
+
     def on_trial_end(config_id: str, epoch: int, loss: float) -> None:
+        costs.observe(configs[config_id], float(by_id[config_id].epoch_seconds[:epoch].mean()))
         trial = asked.pop(config_id)
         if tell_pruned and epoch < 52:
             trial.report(loss, epoch)
@@ -460,7 +489,8 @@ def run_method(task: Task, seed: int, method: str) -> Trace:
     if base == "costtune-hb":
         return run_stream(task, seed, AsyncHyperband(52, **kwargs))
     if base == "costtune-hb-tpe":
-        return run_tpe_loop(task, seed, AsyncHyperband(52, **kwargs), None, **tpe)
+        cheapest_of = int(kwargs.pop("cheapest_of", 1))
+        return run_tpe_loop(task, seed, AsyncHyperband(52, **kwargs), None, cheapest_of=cheapest_of, **tpe)
     if base == "costtune-roi-tpe":
         return run_tpe_loop(task, seed, None, MarginalRoiStopping(ROI_RULE), **tpe)
     if base == "costtune-hb-roi-tpe":
