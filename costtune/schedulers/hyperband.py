@@ -162,6 +162,39 @@ class CostAwareHyperBand(GovernedMixin, FIFOScheduler):
         if self.state_path is not None and Path(self.state_path).exists():
             # the rung state only: metric and mode are set again by Tune on restore
             self.policy.load_state_dict(read_state(Path(self.state_path))["policy"])
+        if self.ledger is not None:
+            self.catch_up()
+
+    def catch_up(self) -> int:
+        """Feed the policy, in the books' order, every result and end the ledger holds and
+        the rungs do not; returns how many results it fed.
+
+        ``scheduler_state.json`` is a cache: the ledger is the record. A sweep killed
+        between the two writes, a state file lost or restored from a backup, leaves the
+        rungs behind the books; without this, a trial recorded at a rung would be missing
+        from it, and the next decisions would be made against fewer peers than ran.
+        """
+        fed = 0
+        spent: dict[str, float] = {}
+        direction = self.ledger.spec.direction
+        for trial_id, epoch, usd, value, _ in self.ledger.timeline:
+            spent[trial_id] = spent.get(trial_id, 0.0) + usd
+            state = self.policy.trials.get(trial_id)
+            if value != value or (state is not None and state.epochs >= epoch):  # a charge, or known
+                continue
+            if state is not None and state.stop_reason is not None:
+                continue  # ended by the policy already: what came after does not change the rungs
+            self.policy.on_result(trial_id, epoch, direction.loss(value), spent[trial_id])
+            fed += 1
+        for trial_id, record in self.ledger.trials.items():
+            if record.status != "RUNNING" and record.stop_reason and trial_id in self.policy.trials:
+                try:
+                    self.policy.on_end(trial_id, StopReason(record.stop_reason))
+                except ValueError:
+                    self.policy.on_end(trial_id, StopReason.STOPPED)
+        if fed:
+            self._persist()
+        return fed
 
     def state_dict(self) -> dict[str, Any]:
         return {"metric": self._metric, "mode": self._mode, "policy": self.policy.state_dict()}

@@ -10,6 +10,7 @@ import pytest
 from ray.tune.schedulers import TrialScheduler
 
 from costtune.cost import CostModel
+from costtune.ledger import Ledger, LedgerSpec
 from costtune.policy import Governor, ReasonSource, StopReason
 from costtune.schedulers import CostAwareFIFO, CostAwareHyperBand
 
@@ -142,7 +143,8 @@ class _Sweep:
     reports epoch after epoch; a STOP ends it (Tune then calls on_trial_complete), trial 3
     fails at its second epoch (on_trial_error), the rest complete at MAX_EPOCHS."""
 
-    def __init__(self, trials: int = 12, workers: int = 3) -> None:
+    def __init__(self, trials: int = 12, workers: int = 3, ledger: Ledger | None = None) -> None:
+        self.ledger = ledger
         self.waiting = [f"t{i}" for i in range(trials)]
         self.running: list[str] = []
         self.epoch: dict[str, int] = {}
@@ -164,13 +166,22 @@ class _Sweep:
         if i == 3 and epoch == 2:
             scheduler.on_trial_error(None, trial)
             self.log.append((trial_id, epoch, "ERROR"))
+            if self.ledger is not None:
+                self.ledger.end(trial_id, status="ERROR", stop_reason=StopReason.ERROR.value)
             return True
         result = {"loss": _curve(i, epoch), "training_iteration": epoch, "time_total_s": float(epoch)}
         decision = scheduler.on_trial_result(None, trial, result)
+        if self.ledger is not None:  # Tune's order: the scheduler decides, then the books record
+            self.ledger.record_result(
+                trial_id, epoch=epoch, seconds=float(epoch), metrics={"loss": result["loss"]}
+            )
         assert decision in (TrialScheduler.CONTINUE, TrialScheduler.STOP), decision  # never PAUSE
         self.log.append((trial_id, epoch, decision))
         if decision == TrialScheduler.STOP or epoch >= MAX_EPOCHS:
             scheduler.on_trial_complete(None, trial, result)
+            if self.ledger is not None:
+                reason = scheduler.stop_reason(trial_id) or StopReason.COMPLETED.value
+                self.ledger.end(trial_id, status="TERMINATED", stop_reason=reason)
         else:
             self.running.append(trial_id)
         return True
@@ -219,3 +230,32 @@ def test_a_whole_sweep_decides_the_same_way_every_time_and_across_a_restore(name
         finished = {t for t, e, _ in log if e == MAX_EPOCHS}
         assert finished and all(whole.stop_reason(t) == StopReason.COMPLETED.value for t in finished)
         assert restored.policy.state_dict() == whole.policy.state_dict()
+
+
+def test_rungs_saved_behind_the_books_catch_up_from_the_ledger(tmp_path) -> None:
+    """scheduler_state.json is a cache of the rungs; the ledger is the record. A state file
+    left behind the books (a kill between the two writes, a file restored from a backup) is
+    caught up from the ledger on restore, in the books' order: the rungs come back whole and
+    the rest of the sweep decides as the uninterrupted one did."""
+    whole = SWEEPS["hyperband"](tmp_path / "a")
+    (tmp_path / "a").mkdir()
+    whole.set_search_properties("loss", "min")
+    log = _replay(whole, _Sweep())
+
+    ledger = Ledger(LedgerSpec(metric="loss", mode="min", cost_model=CostModel()), tmp_path / "b")
+    first = CostAwareHyperBand(
+        max_epochs=MAX_EPOCHS, grace_epochs=1, eta=3, state_path=tmp_path / "b" / "state.json", ledger=ledger
+    )
+    built = pickle.dumps(first)
+    first.set_search_properties("loss", "min")
+    sweep = _Sweep(ledger=ledger)
+    _replay(first, sweep, steps=len(log) // 4)
+    stale = (tmp_path / "b" / "state.json").read_bytes()  # the rungs a quarter of the way in
+    _replay(first, sweep, steps=len(log) // 4)
+    (tmp_path / "b" / "state.json").write_bytes(stale)  # ... while the books went on to half-way
+
+    restored = pickle.loads(built)
+    assert restored.policy.state_dict()["rungs"] == first.policy.state_dict()["rungs"]  # caught up
+    restored.set_search_properties("loss", "min")
+    assert _replay(restored, sweep) == log
+    assert restored.catch_up() == 0  # nothing left to feed: the rungs hold what the books hold
