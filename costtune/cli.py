@@ -562,7 +562,8 @@ def watch_idle(
 
     Every action is logged as one JSON line on stdout.
     """
-    from costtune.idle import GpuSampler, IdleTracker, IdleWatcher, NvmlSampler, NvmlUnavailable, TraceSampler
+    from costtune.idle import GpuSampler, IdleWatcher, NvmlSampler, NvmlUnavailable, TraceSampler
+    from costtune.policy.idle import IdleTracker
 
     try:
         if trace is not None:

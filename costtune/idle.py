@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from costtune.errors import ConfigError, CosttuneError
+from costtune.policy.idle import IdleTracker
 
 
 class NvmlUnavailable(CosttuneError):
@@ -154,33 +155,6 @@ def snapshot_to_dict(snapshot: GpuSnapshot) -> dict[str, Any]:
 
 
 # ------------------------------------------------------------------------ decisions
-@dataclass
-class IdleTracker:
-    """How long each key (a pid, a trial) has stayed below ``util_below_pct``.
-
-    Pure: feed it (key, time, utilisation); any reading at or above the threshold resets
-    the key's idle clock.
-    """
-
-    util_below_pct: float = 1.0
-    idle_seconds: float = 7200.0
-    since: dict[Any, float] = field(default_factory=dict)
-
-    def observe(self, key: Any, now: float, utilization_pct: float) -> float:
-        """Record a reading; returns how long ``key`` has been idle (0 when busy)."""
-        if utilization_pct < self.util_below_pct:
-            start = self.since.setdefault(key, now)
-            return now - start
-        self.since.pop(key, None)
-        return 0.0
-
-    def is_idle(self, idle_for: float) -> bool:
-        return idle_for >= self.idle_seconds
-
-    def forget(self, key: Any) -> None:
-        self.since.pop(key, None)
-
-
 def process_utilization(snapshot: GpuSnapshot) -> dict[int, tuple[float, tuple[int, ...]]]:
     """Per pid: the busiest of the GPUs it holds, and which GPUs those are."""
     out: dict[int, tuple[float, tuple[int, ...]]] = {}
@@ -266,47 +240,3 @@ def _count(limit: int | None) -> Iterator[int]:
     while limit is None or i < limit:
         yield i
         i += 1
-
-
-# --------------------------------------------------------------------- Ray stopper
-class IdleGpuStopper:
-    """A ``ray.tune.Stopper`` that ends a GPU trial whose GPUs stay idle for ``idle_minutes``.
-
-    The trial's process (``result["pid"]``) is looked up in the sampler's per-process view;
-    a trial that holds GPUs but runs nothing on any of them counts as 0% busy. Checked on
-    every reported result; stop_reason ``idle``.
-
-    Args:
-        sampler_factory: builds the sampler on first use (NVML handles do not pickle, and
-            Tune pickles its stoppers).
-    """
-
-    def __init__(
-        self,
-        sampler_factory: Callable[[], GpuSampler] = NvmlSampler,
-        util_below_pct: float = 1.0,
-        idle_minutes: float = 120.0,
-    ) -> None:
-        self.sampler_factory = sampler_factory
-        self.tracker = IdleTracker(util_below_pct, idle_minutes * 60)
-        self.stopped: set[str] = set()
-        self._sampler: GpuSampler | None = None
-
-    def __getstate__(self) -> dict[str, Any]:
-        return {**self.__dict__, "_sampler": None}
-
-    def __call__(self, trial_id: str, result: dict[str, Any]) -> bool:
-        if self._sampler is None:
-            self._sampler = self.sampler_factory()
-        snapshot = self._sampler.sample()
-        util, _gpus = process_utilization(snapshot).get(int(result.get("pid", -1)), (0.0, ()))
-        if self.tracker.is_idle(self.tracker.observe(trial_id, snapshot.time, util)):
-            self.stopped.add(trial_id)
-            return True
-        return False
-
-    def stop_all(self) -> bool:
-        return False
-
-    def stop_reason(self, trial_id: str) -> str | None:
-        return "idle" if trial_id in self.stopped else None

@@ -32,7 +32,7 @@ from costtune.config import SweepConfig, load_config, parse_config
 from costtune.errors import ConfigError, CosttuneError, SweepFailed
 from costtune.estimate import estimate
 from costtune.gate import GateFailed, GateResult, check
-from costtune.idle import GpuSampler, IdleGpuStopper, NvmlSampler, NvmlUnavailable
+from costtune.idle import GpuSampler, NvmlSampler, NvmlUnavailable
 from costtune.ledger import (
     LEDGER_FILE,
     RAY_RESULT_FIELDS,
@@ -56,6 +56,7 @@ from costtune.policy import (
 from costtune.results import SweepResult
 from costtune.run import ledger_spec, load_run_config
 from costtune.rundir import EXPERIMENT_NAME, LOCK_FILE, claim_existing, claim_new, disk_full, resuming
+from costtune.schedulers.idle import IdleGpuStopper
 from costtune.trainables import BUILTIN_TRAINABLES
 
 

@@ -14,8 +14,6 @@ from costtune.idle import (
     GpuProcess,
     GpuSample,
     GpuSnapshot,
-    IdleGpuStopper,
-    IdleTracker,
     IdleWatcher,
     NvmlSampler,
     NvmlUnavailable,
@@ -23,6 +21,8 @@ from costtune.idle import (
     process_utilization,
     snapshot_to_dict,
 )
+from costtune.policy.idle import IdleTracker
+from costtune.schedulers.idle import IdleGpuStopper
 
 HOUR = 3600.0
 

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 from costtune.policy.decisions import Decision, ReasonSource, StopReason, reason_of
 from costtune.policy.hyperband import AsyncHyperband, bracket_weights
+from costtune.policy.idle import IdleTracker
 from costtune.policy.outlook import OutlookRule, OutlookStopping, outlook
 from costtune.policy.pbt import Exploit, Member, Mutation, choose_donor, explore, quantiles
+from costtune.policy.ranking import pareto_fronts
 from costtune.policy.stopping import (
     Governor,
     MarginalRoiStopping,
@@ -22,7 +24,6 @@ from costtune.policy.successive_halving import (
     RungEntry,
     is_promotable,
     max_bracket_index,
-    pareto_fronts,
     rung_epochs,
 )
 
@@ -31,6 +32,7 @@ __all__ = [
     "Decision",
     "Exploit",
     "Governor",
+    "IdleTracker",
     "Keep",
     "MarginalRoiStopping",
     "Member",

@@ -21,7 +21,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from costtune.policy.successive_halving import pareto_fronts
+from costtune.policy.ranking import pareto_fronts
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,0 +1,53 @@
+"""``IdleGpuStopper``: the idle-GPU watchdog as a Ray Tune stopper."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from costtune.idle import GpuSampler, NvmlSampler, process_utilization
+from costtune.policy.decisions import StopReason
+from costtune.policy.idle import IdleTracker
+
+
+class IdleGpuStopper:
+    """A ``ray.tune.Stopper`` that ends a GPU trial whose GPUs stay idle for ``idle_minutes``.
+
+    The trial's process (``result["pid"]``) is looked up in the sampler's per-process view;
+    a trial that holds GPUs but runs nothing on any of them counts as 0% busy. Checked on
+    every reported result; stop_reason ``idle``.
+
+    Args:
+        sampler_factory: builds the sampler on first use (NVML handles do not pickle, and
+            Tune pickles its stoppers).
+    """
+
+    def __init__(
+        self,
+        sampler_factory: Callable[[], GpuSampler] = NvmlSampler,
+        util_below_pct: float = 1.0,
+        idle_minutes: float = 120.0,
+    ) -> None:
+        self.sampler_factory = sampler_factory
+        self.tracker = IdleTracker(util_below_pct, idle_minutes * 60)
+        self.stopped: set[str] = set()
+        self._sampler: GpuSampler | None = None
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {**self.__dict__, "_sampler": None}
+
+    def __call__(self, trial_id: str, result: dict[str, Any]) -> bool:
+        if self._sampler is None:
+            self._sampler = self.sampler_factory()
+        snapshot = self._sampler.sample()
+        util, _gpus = process_utilization(snapshot).get(int(result.get("pid", -1)), (0.0, ()))
+        if self.tracker.is_idle(self.tracker.observe(trial_id, snapshot.time, util)):
+            self.stopped.add(trial_id)
+            return True
+        return False
+
+    def stop_all(self) -> bool:
+        return False
+
+    def stop_reason(self, trial_id: str) -> str | None:
+        return StopReason.IDLE.value if trial_id in self.stopped else None
