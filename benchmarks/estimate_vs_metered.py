@@ -11,9 +11,10 @@ import argparse
 import tempfile
 from pathlib import Path
 
+from costtune.calibrate import calibrate_epoch_seconds
 from costtune.config import load_config
 from costtune.estimate import estimate
-from costtune.sweep import calibrate_epoch_seconds, run_sweep
+from costtune.sweep import run_sweep
 
 
 def main() -> None:

@@ -360,8 +360,8 @@ def _estimate_for(cfg: Any, calibrate: bool, calibrate_trials: int, from_run: Pa
         raise ConfigError("--from-run: measures from a finished run; give it without --calibrate")
     measured, source = None, ""
     if from_run is not None:
+        from costtune.calibrate import calibration_of
         from costtune.results import load_run
-        from costtune.sweep import calibration_of
 
         try:
             past = load_run(from_run)
@@ -372,7 +372,7 @@ def _estimate_for(cfg: Any, calibrate: bool, calibrate_trials: int, from_run: Pa
             raise ConfigError(f"--from-run: {from_run} has no metered epochs to measure")
         source = f"mean of {measured.samples} epochs metered in {from_run}"
     elif calibrate:
-        from costtune.sweep import calibrate_epoch_seconds
+        from costtune.calibrate import calibrate_epoch_seconds
 
         click.echo(f"calibrating: {calibrate_trials} short trials on this machine ...", err=True)
         measured = calibrate_epoch_seconds(cfg, trials=calibrate_trials)

@@ -197,7 +197,7 @@ def test_every_shipped_example_passes_the_gate_the_readme_recommends_for_ci(exam
 
 
 def test_the_estimate_takes_epoch_times_from_a_finished_runs_ledger(small_run, tmp_path) -> None:
-    from costtune.sweep import calibration_of
+    from costtune.calibrate import calibration_of
 
     config = tmp_path / "same.yaml"
     config.write_text(yaml.safe_dump(SMALL))

@@ -200,8 +200,8 @@ def test_approved_grid_search_runs_every_grid_point(ray_session, tmp_path) -> No
 
 
 def test_calibrated_worst_case_is_never_below_the_metered_cost(small_run) -> None:
+    from costtune.calibrate import calibrate_epoch_seconds
     from costtune.estimate import estimate
-    from costtune.sweep import calibrate_epoch_seconds
 
     config = parse_config(SMALL)
     measured = calibrate_epoch_seconds(config, trials=2, epochs=3)
