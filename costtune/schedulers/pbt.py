@@ -21,6 +21,12 @@ if TYPE_CHECKING:
     from ray.tune.experiment import Trial
 
 
+def _unchanged(config: dict) -> dict:
+    """Ray's explore hook, never called (``_get_new_config`` is ours); a module-level function,
+    so that the scheduler pickles with the standard library too, not only cloudpickle."""
+    return config
+
+
 class CostAwarePBT(PopulationBasedTraining):
     """Population-based training, seeded, with cost-aware donor choice.
 
@@ -61,7 +67,7 @@ class CostAwarePBT(PopulationBasedTraining):
             perturbation_interval=perturbation_interval,
             quantile_fraction=quantile_fraction,
             resample_probability=resample_probability,
-            custom_explore_fn=lambda config: config,  # unused: _get_new_config is ours
+            custom_explore_fn=_unchanged,  # unused: _get_new_config is ours
         )
         self.mutations = mutations
         self.key = key

@@ -259,3 +259,86 @@ def test_rungs_saved_behind_the_books_catch_up_from_the_ledger(tmp_path) -> None
     restored.set_search_properties("loss", "min")
     assert _replay(restored, sweep) == log
     assert restored.catch_up() == 0  # nothing left to feed: the rungs hold what the books hold
+
+
+class _Controller:
+    """What Ray's PBT asks of Tune's controller while it exploits: the trials, a checkpoint
+    save (handed back as a token) and a pause."""
+
+    search_alg = None
+
+    def __init__(self, trials: list) -> None:
+        self.trials = trials
+
+    def get_trials(self) -> list:
+        return self.trials
+
+    def _schedule_trial_save(self, trial, result=None):  # type: ignore[no-untyped-def]
+        return {"checkpoint_of": trial.trial_id}
+
+    def pause_trial(self, trial, should_checkpoint: bool = True) -> None:  # type: ignore[no-untyped-def]
+        from ray.tune.experiment import Trial
+
+        trial.set_status(Trial.PAUSED)
+
+
+def _pbt_sweep(scheduler) -> tuple[list, list]:  # type: ignore[no-untyped-def]
+    """Six real (stub) Tune trials × 8 epochs through CostAwarePBT; t2 fails at epoch 3, a
+    paused clone restarts at its next turn (as Tune restarts it from its donor's checkpoint)."""
+    from ray.tune.execution.placement_groups import PlacementGroupFactory
+    from ray.tune.experiment import Trial
+
+    trials = [Trial("__fake", config={"lr": 0.01 * (i + 1)}, trial_id=f"t{i}", stub=True) for i in range(6)]
+    controller = _Controller(trials)
+    scheduler.set_search_properties("loss", "min")
+    scheduler._log_config = False  # Ray would write pbt_policy files to a storage stub trials lack
+    for trial in trials:
+        trial.placement_group_factory = PlacementGroupFactory([{"CPU": 1}])
+        scheduler.on_trial_add(controller, trial)
+        trial.set_status(Trial.RUNNING)
+    log = []
+    for epoch in range(1, 9):
+        for i, trial in enumerate(trials):
+            if trial.status == Trial.ERROR:
+                continue
+            if trial.status == Trial.PAUSED:
+                trial.set_status(Trial.RUNNING)
+            if i == 2 and epoch == 3:
+                scheduler.on_trial_error(controller, trial)
+                trial.set_status(Trial.ERROR)
+                log.append((trial.trial_id, epoch, "ERROR"))
+                continue
+            result = {
+                "loss": 1.0 / (epoch * (1 + (i * 3) % 5)) + 0.01 * i,
+                "training_iteration": epoch,
+                "time_total_s": float(epoch),
+            }
+            log.append(
+                (trial.trial_id, epoch, scheduler.on_trial_result(controller, trial, result), trial.config)
+            )
+    for trial in trials:
+        if trial.status != Trial.ERROR:
+            scheduler.on_trial_complete(controller, trial, {})
+            assert scheduler.stop_reason(trial.trial_id) is None  # PBT ends no trial itself
+    return log, [(e.trial_id, e.source_id, e.new_config) for e in scheduler.decisions]
+
+
+def test_pbt_decides_the_same_way_every_time_for_a_seed_and_survives_tunes_pickling() -> None:
+    from costtune.policy import Mutation
+    from costtune.schedulers.pbt import CostAwarePBT
+
+    def build(seed: int) -> CostAwarePBT:
+        return CostAwarePBT(
+            {"lr": Mutation("loguniform", 1e-4, 1.0)},
+            perturbation_interval=2,
+            quantile_fraction=0.34,
+            seed=seed,
+        )
+
+    log, exploits = _pbt_sweep(build(0))
+    assert len(exploits) >= 3 and any(d == "ERROR" for _, _, d, *_ in log)
+    for trial_id, source_id, config in exploits:
+        assert trial_id != source_id and 1e-4 <= config["lr"] <= 1.0
+    assert _pbt_sweep(build(0)) == (log, exploits)  # one decision log for a seed
+    assert _pbt_sweep(pickle.loads(pickle.dumps(build(0)))) == (log, exploits)  # as Tune restores it
+    assert _pbt_sweep(build(1))[1] != exploits  # and the seed is what decides
