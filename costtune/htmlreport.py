@@ -27,20 +27,20 @@ import pandas as pd
 from costtune.analysis import best_so_far, best_so_far_had_all_run_full
 from costtune.direction import Direction
 from costtune.ledger import Ledger
-from costtune.policy import reason_of
+from costtune.policy import StopReason, reason_of
 
 #: one colour per stop reason, stable across panels and pages
 _REASON_COLOURS = {
-    "completed": "#1f77b4",
-    "rung_pruned": "#ff7f0e",
-    "marginal_roi": "#2ca02c",
-    "patience": "#9467bd",
-    "outlook": "#8c564b",
-    "trial_cost_cap": "#d62728",
-    "trial_time_cap": "#e377c2",
-    "sweep_budget": "#7f7f7f",
-    "error": "#bcbd22",
-    "interrupted": "#17becf",
+    StopReason.COMPLETED.value: "#1f77b4",
+    StopReason.RUNG_PRUNED.value: "#ff7f0e",
+    StopReason.MARGINAL_ROI.value: "#2ca02c",
+    StopReason.PATIENCE.value: "#9467bd",
+    StopReason.OUTLOOK.value: "#8c564b",
+    StopReason.TRIAL_COST_CAP.value: "#d62728",
+    StopReason.TRIAL_TIME_CAP.value: "#e377c2",
+    StopReason.SWEEP_BUDGET.value: "#7f7f7f",
+    StopReason.ERROR.value: "#bcbd22",
+    StopReason.INTERRUPTED.value: "#17becf",
 }
 _OTHER_COLOURS = ["#393b79", "#637939", "#8c6d31", "#843c39", "#7b4173", "#3182bd", "#31a354"]
 _RUN_COLOURS = ["#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b", "#17becf"]
