@@ -210,6 +210,9 @@ def parse_variant(method: str) -> tuple[str, dict[str, Any]]:
     for a single objective.
     ``kf`` / ``kc``: rung keep floor / ceil; ``o2``: the outlook rule's optimism κ = 2; ``n6``:
     the outlook rule judges from epoch 6 on (after the first rung at 5).
+    ``d`` (costtune-hb-tpe): a trial stopped before epoch 52 is told to TPE at its predicted
+    final loss (its last loss less the median drop from that epoch to 52 of the trials the
+    sweep finished, once three have), so that TPE compares trials at one fidelity.
     ``q<K>`` (costtune-hb-tpe): TPE proposes K configurations and the one predicted cheapest per
     epoch starts (``costtune.policy.epoch_cost``, learned from the epochs run so far).
     """
@@ -227,7 +230,9 @@ def parse_variant(method: str) -> tuple[str, dict[str, Any]]:
         kwargs["outlook_min_epochs"] = int(value)
     for value in re.findall(r"q([0-9]+)", spec):
         kwargs["cheapest_of"] = int(value)
-    spec = re.sub(r"o[0-9.]+|n[0-9]+|q[0-9]+", "", spec)
+    if "d" in spec:
+        kwargs["tell_predicted"] = True
+    spec = re.sub(r"o[0-9.]+|n[0-9]+|q[0-9]+|d", "", spec)
     for key, value in re.findall(r"([gebpk])([0-9]+|[lcpf])", spec):
         if key == "k":
             kwargs["keep"] = {"c": "ceil", "f": "floor"}[value]
@@ -263,6 +268,7 @@ def run_tpe_loop(
     multivariate: bool = False,
     outlook: OutlookStopping | None = None,
     cheapest_of: int = 1,
+    tell_predicted: bool = False,
 ) -> Trace:
     """A costtune policy on the simulator with Optuna's TPE asked and told in the loop.
 
@@ -281,6 +287,7 @@ def run_tpe_loop(
     from costtune.policy.epoch_cost import EpochCostModel
 
     costs = EpochCostModel(SPACE)
+    finished: list[Curve] = []
     configs: dict[str, dict[str, float]] = {}
 
     def next_curve() -> Curve:
@@ -306,9 +313,17 @@ def run_tpe_loop(
     def on_trial_end(config_id: str, epoch: int, loss: float) -> None:
         costs.observe(configs[config_id], float(by_id[config_id].epoch_seconds[:epoch].mean()))
         trial = asked.pop(config_id)
+        curve = by_id[config_id]
+        if epoch >= 52:
+            finished.append(curve)
         if tell_pruned and epoch < 52:
             trial.report(loss, epoch)
             study.tell(trial, state=optuna.trial.TrialState.PRUNED)
+        elif tell_predicted and epoch < 52 and len(finished) >= 3:
+            # the loss it would likely have ended at: its own, less the median drop from this
+            # epoch to the last that the sweep's finished trials showed
+            drops = sorted(float(c.val_loss[epoch - 1] - c.val_loss[51]) for c in finished)
+            study.tell(trial, loss - drops[len(drops) // 2])
         else:
             study.tell(trial, loss)
 
@@ -490,7 +505,16 @@ def run_method(task: Task, seed: int, method: str) -> Trace:
         return run_stream(task, seed, AsyncHyperband(52, **kwargs))
     if base == "costtune-hb-tpe":
         cheapest_of = int(kwargs.pop("cheapest_of", 1))
-        return run_tpe_loop(task, seed, AsyncHyperband(52, **kwargs), None, cheapest_of=cheapest_of, **tpe)
+        predicted = bool(kwargs.pop("tell_predicted", False))
+        return run_tpe_loop(
+            task,
+            seed,
+            AsyncHyperband(52, **kwargs),
+            None,
+            cheapest_of=cheapest_of,
+            tell_predicted=predicted,
+            **tpe,
+        )
     if base == "costtune-roi-tpe":
         return run_tpe_loop(task, seed, None, MarginalRoiStopping(ROI_RULE), **tpe)
     if base == "costtune-hb-roi-tpe":
