@@ -69,8 +69,8 @@ class LedgerCallback(Callback):
         self.tables_every_s = tables_every_s
         self._last_tables = 0.0
         self._unpriced: set[str] = set()
-        #: trial id → (wall time its devices were taken, its metered seconds then)
-        self._held: dict[str, tuple[float, float]] = {}
+        #: trial id → (wall time its devices were taken, its metered seconds then, its actor)
+        self._held: dict[str, tuple[float, float, str | None]] = {}
         #: actor id → (the last trial on it, when that trial let go): its shutdown is that trial's
         self._actors: dict[str, tuple[str, float | None]] = {}
 
@@ -96,7 +96,7 @@ class LedgerCallback(Callback):
                 started, _ = actor_lifetime(actor)
                 began = min(began, started or began)
             self._actors[actor] = (trial.trial_id, None)
-        self._held[trial.trial_id] = (began, record.seconds if record is not None else 0.0)
+        self._held[trial.trial_id] = (began, record.seconds if record is not None else 0.0, actor)
         # placed (again, after a restart): the node it landed on decides its price, and
         # the stopper, which sees only the trial's id, learns it here before any result
         kind, _ = trial_devices(trial)
@@ -147,18 +147,17 @@ class LedgerCallback(Callback):
     def _release(self, trial_id: str, until: float | None, hung_s: float = 0.0) -> None:
         """End a stretch the trial held its devices: charge what it held that was not
         metered (``hung_s`` is about to be charged by the trial's end)."""
-        began = self._held.pop(trial_id, None)
+        held = self._held.pop(trial_id, None)
         record = self.ledger.trials.get(trial_id)
-        if began is None or until is None or record is None or self.seconds_field != "time_total_s":
+        if held is None or until is None or record is None or self.seconds_field != "time_total_s":
             return
-        since, metered_then = began
+        since, metered_then, actor = held
         unmetered = (until - since) - (record.seconds - metered_then) - hung_s
         if unmetered > 0:
             self.ledger.charge(trial_id, seconds=unmetered, why="unmetered")
             self._tell_charged(trial_id)
-        for actor, (last, _) in self._actors.items():
-            if last == trial_id:
-                self._actors[actor] = (trial_id, until)
+        if actor is not None and self._actors.get(actor, (None, None))[0] == trial_id:
+            self._actors[actor] = (trial_id, until)  # its last trial let go: a shutdown may follow
 
     def _charge_shutdowns(self) -> None:
         """Each actor that has ended since its last trial let go: that trial held its devices
