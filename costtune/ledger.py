@@ -256,6 +256,22 @@ class Ledger:
         self._write(event)
         self._apply(event)
 
+    def charge_held(
+        self, trial_id: str, *, held_s: float, charged_then: float, pending_s: float = 0.0
+    ) -> float:
+        """Bill a stretch the trial held its devices whole: charge what of its ``held_s``
+        seconds the books have not counted since the stretch began (when the trial had been
+        charged ``charged_then``), less ``pending_s`` about to be charged another way (time held
+        while hung). Returns the seconds charged (``unmetered``); never a negative charge."""
+        record = self.trials.get(trial_id)
+        if record is None:
+            return 0.0
+        unmetered = held_s - (record.seconds - charged_then) - pending_s
+        if unmetered <= 0:
+            return 0.0
+        self.charge(trial_id, seconds=unmetered, why="unmetered")
+        return unmetered
+
     def charged_after(self, trial_id: str, *, epoch: int, seconds: float, increment: float | None) -> float:
         """The trial's metered seconds once this result is recorded (nothing is recorded
         here): the sweep's one meter, read before the books are written.

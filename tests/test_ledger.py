@@ -254,3 +254,18 @@ def test_roi_never_ranks_a_bad_start_that_stayed_bad_first() -> None:
     assert credits["cheap"] == pytest.approx(0.01) and credits["best"] == pytest.approx(0.24)
     fixed = Ledger(LedgerSpec(metric="val_loss", mode="min", cost_model=CostModel(), baseline_metric=3.0))
     assert fixed.sweep_baseline() == 3.0
+
+
+def test_a_stretch_held_is_billed_whole_once() -> None:
+    """What a trial held but its epochs did not time is charged once, never negatively, and
+    not the part about to be charged as hung time."""
+    ledger = Ledger(SPEC)
+    ledger.record_result("t", epoch=1, seconds=10.0, metrics={"val_loss": 0.5}, device_kind="gpu", devices=1)
+    ledger.record_result("t", epoch=2, seconds=20.0, metrics={"val_loss": 0.4}, device_kind="gpu", devices=1)
+    # the stretch began with 10 s charged and held 13 s; 10 s were timed since: 3 s unmetered,
+    # of which 1 s is hung time charged at the trial's end
+    assert ledger.charge_held("t", held_s=13.0, charged_then=10.0, pending_s=1.0) == pytest.approx(2.0)
+    assert ledger.trials["t"].seconds == pytest.approx(22.0)
+    assert ledger.charge_held("t", held_s=5.0, charged_then=10.0) == 0.0  # less than timed: nothing
+    assert ledger.charge_held("nobody", held_s=5.0, charged_then=0.0) == 0.0
+    assert ledger.trials["t"].seconds == pytest.approx(22.0)

@@ -152,9 +152,9 @@ class LedgerCallback(Callback):
         if held is None or until is None or record is None or self.seconds_field != "time_total_s":
             return
         since, metered_then, actor = held
-        unmetered = (until - since) - (record.seconds - metered_then) - hung_s
-        if unmetered > 0:
-            self.ledger.charge(trial_id, seconds=unmetered, why="unmetered")
+        if self.ledger.charge_held(
+            trial_id, held_s=until - since, charged_then=metered_then, pending_s=hung_s
+        ):
             self._tell_charged(trial_id)
         if actor is not None and self._actors.get(actor, (None, None))[0] == trial_id:
             self._actors[actor] = (trial_id, until)  # its last trial let go: a shutdown may follow
