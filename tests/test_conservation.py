@@ -213,7 +213,9 @@ def test_a_controlled_run_is_billed_the_seconds_it_held_within_one_percent(ray_s
         # after the first report: what it held, seconds × 1 core × $1 per core-second
         metered = float(epochs["cost_usd"].iloc[-1] - epochs["cost_usd"].iloc[0])
         handoffs = (last - first) - metered
-        assert 0.0 <= handoffs < 7 * 0.025, (metered, last - first)  # 7 reports, < 25 ms each
+        # a loose bound (5-6 ms a report here, 37 ms once in a loaded CI): the final bill below
+        # is what counts, and it adds these back
+        assert 0.0 <= handoffs < 7 * 0.1, (metered, last - first)  # 7 reports, < 100 ms each
         # never less than the function's own clock counted, first line to last report
         assert float(row["cost_usd"]) >= last - held["began"] - 0.005, (row["cost_usd"], held)
     charges = [json.loads(line) for line in (tmp_path / "run" / "ledger.jsonl").read_text().splitlines()]
