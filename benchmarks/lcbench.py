@@ -120,6 +120,10 @@ ROI_RULE = StoppingRule(
     patience_epochs=10, min_delta=1e-3, min_slope_per_device_hour=0.5, window_epochs=5, min_epochs=5
 )
 
+#: the scale-free stopper: a trial stops when its smoothed improvement per dollar over 5
+#: epochs falls below ρ × the sweep's average improvement per dollar (policy/stopping.py)
+RELATIVE_RULE = StoppingRule(min_relative_roi=0.1, window_epochs=5, min_epochs=5)
+
 #: patience alone (no slope threshold), to tell which half of ROI_RULE does the work
 PATIENCE_RULE = StoppingRule(patience_epochs=10, min_delta=1e-3, window_epochs=5, min_epochs=5)
 
@@ -213,6 +217,8 @@ def parse_variant(method: str) -> tuple[str, dict[str, Any]]:
     ``d`` (costtune-hb-tpe): a trial stopped before epoch 52 is told to TPE at its predicted
     final loss (its last loss less the median drop from that epoch to 52 of the trials the
     sweep finished, once three have), so that TPE compares trials at one fidelity.
+    ``r<ρ>`` (costtune-hb-rel-tpe, costtune-rel-tpe): the scale-free relative-ROI stopper's ρ
+    (RELATIVE_RULE; default 0.1).
     ``q<K>`` (costtune-hb-tpe): TPE proposes K configurations and the one predicted cheapest per
     epoch starts (``costtune.policy.epoch_cost``, learned from the epochs run so far).
     """
@@ -230,9 +236,11 @@ def parse_variant(method: str) -> tuple[str, dict[str, Any]]:
         kwargs["outlook_min_epochs"] = int(value)
     for value in re.findall(r"q([0-9]+)", spec):
         kwargs["cheapest_of"] = int(value)
+    for value in re.findall(r"r([0-9.]+)", spec):
+        kwargs["relative_roi"] = float(value)
     if "d" in spec:
         kwargs["tell_predicted"] = True
-    spec = re.sub(r"o[0-9.]+|n[0-9]+|q[0-9]+|d", "", spec)
+    spec = re.sub(r"o[0-9.]+|n[0-9]+|q[0-9]+|r[0-9.]+|d", "", spec)
     for key, value in re.findall(r"([gebpk])([0-9]+|[lcpf])", spec):
         if key == "k":
             kwargs["keep"] = {"c": "ceil", "f": "floor"}[value]
@@ -520,6 +528,11 @@ def run_method(task: Task, seed: int, method: str) -> Trace:
     if base == "costtune-hb-roi-tpe":
         rule = MarginalRoiStopping(ROI_RULE)
         return run_tpe_loop(task, seed, AsyncHyperband(52, **kwargs), rule, **tpe)
+    if base in ("costtune-hb-rel-tpe", "costtune-rel-tpe"):
+        rho = float(kwargs.pop("relative_roi", RELATIVE_RULE.min_relative_roi))
+        rule = MarginalRoiStopping(dataclasses.replace(RELATIVE_RULE, min_relative_roi=rho))
+        policy = AsyncHyperband(52, **kwargs) if base == "costtune-hb-rel-tpe" else None
+        return run_tpe_loop(task, seed, policy, rule, **tpe)
     if base == "costtune-hb-patience-tpe":
         rule = MarginalRoiStopping(PATIENCE_RULE)
         return run_tpe_loop(task, seed, AsyncHyperband(52, **kwargs), rule, **tpe)

@@ -199,6 +199,12 @@ class StoppingConfig(_Strict):
     min_delta: float = Field(0.0, ge=0, allow_inf_nan=False)
     min_slope_per_device_hour: float | None = Field(None, ge=0, allow_inf_nan=False)
     min_marginal_roi: float | None = Field(None, ge=0, allow_inf_nan=False)
+    min_relative_roi: float | None = Field(
+        None,
+        ge=0,
+        allow_inf_nan=False,
+        description="ρ: stop a trial whose gain per dollar falls below ρ × the sweep's average",
+    )
     window_epochs: int = Field(5, ge=1)
     min_epochs: int = Field(5, ge=1)
     sweep_min_improvement_per_usd: float | None = Field(None, ge=0, allow_inf_nan=False)

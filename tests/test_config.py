@@ -82,6 +82,10 @@ def test_defaults_are_the_documented_ones() -> None:
             "stopping.outlook.optimism: input should be greater than or equal to 0",
         ),
         ({"stopping": {"outlook": {"optimsm": 2}}}, "stopping.outlook.optimsm: unknown key"),
+        (
+            {"stopping": {"min_relative_roi": -0.1}},
+            "stopping.min_relative_roi: input should be greater than or equal to 0",
+        ),
         ({"cost": {"accelerator": "TPUv9"}}, "cost.accelerator: no price for 'TPUv9'"),
         ({"cost": {"business_value_usd": float("nan")}}, "cost.business_value_usd:"),
         ({"scheduler": {"grace_epochs": 20}}, "scheduler.grace_epochs: must be <= max_epochs (10), got 20"),

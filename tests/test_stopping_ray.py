@@ -28,12 +28,25 @@ STEADY = {
 }
 
 
-def test_reference_story_config_cuts_long_runs_where_they_flatten(ray_session, tmp_path) -> None:
+@pytest.mark.parametrize(
+    "stopping",
+    [
+        None,  # the config's own: ε in val_loss per core-hour, and patience
+        # the scale-free rule alone: no threshold in the metric's units
+        {"min_relative_roi": 0.1, "window_epochs": 10, "min_epochs": 10},
+    ],
+    ids=["epsilon", "relative"],
+)
+def test_reference_story_config_cuts_long_runs_where_they_flatten(ray_session, tmp_path, stopping) -> None:
     raw = yaml.safe_load((REPO / "experiments" / "digits_long.yaml").read_text())
+    if stopping is not None:
+        raw["stopping"] = stopping
     config = parse_config({**raw, "num_samples": 2, "max_epochs": 120})
     result = run_sweep(config, tmp_path / "run")
     frame = result.trials
-    assert set(frame["stop_reason"]) <= {"marginal_roi", "patience"}
+    assert set(frame["stop_reason"]) <= (
+        {"marginal_roi", "patience"} if stopping is None else {"marginal_roi"}
+    )
     assert (frame["epochs"] < 120).all()
     summary = json.loads((tmp_path / "run" / "summary.json").read_text())
     assert summary["saved_fraction"] > 0.3

@@ -16,11 +16,25 @@ The trial stops when the slope falls below ε (``min_slope_per_device_hour``, me
 per device-hour), or, with a business value, when the marginal ROI (slope × value / price)
 falls below ``min_marginal_roi``; never before ``min_epochs``.
 
+ε is in units of the metric per device-hour: it has to be chosen per problem (0.5 val CE per
+device-hour on LCBench stopped every still-improving trial on slower curves of another
+kind). The scale-free rule, ``min_relative_roi`` = ρ, needs no such choice: it compares the
+trial's smoothed improvement per dollar over its last window with what the sweep's dollars
+have bought on average so far,
+
+    sweep rate = (baseline − best smoothed loss of any trial) ÷ the sweep's dollars,
+
+the baseline being the median smoothed loss of the trials at their ``min_epochs``-th
+epoch. The trial stops when its rate falls below ρ × the sweep rate: its next dollars buy
+less than a ρ share of what a dollar has bought the sweep. Both rates are loss per dollar,
+so the rule is free of the metric's scale and of the price and speed of an epoch.
+
 Pure: numbers in, a :class:`StopReason` (or ``None``) out.
 """
 
 from __future__ import annotations
 
+import bisect
 import math
 import statistics
 from dataclasses import dataclass, field
@@ -41,6 +55,9 @@ class StoppingRule:
             per device-hour (``None``: off).
         min_marginal_roi: stop when the smoothed improvement × business value per dollar
             falls below this (``None``: off).
+        min_relative_roi: ρ, stop when the smoothed improvement per dollar falls below ρ ×
+            the sweep's average improvement per dollar so far (``None``: off; see the
+            module docstring). Scale-free: no per-problem threshold.
         window_epochs: epochs the slope is measured over (and the median's span).
         min_epochs: never stop on these rules before this many epochs.
     """
@@ -49,6 +66,7 @@ class StoppingRule:
     min_delta: float = 0.0
     min_slope_per_device_hour: float | None = None
     min_marginal_roi: float | None = None
+    min_relative_roi: float | None = None
     window_epochs: int = 5
     min_epochs: int = 5
 
@@ -59,12 +77,23 @@ class StoppingRule:
             raise ConfigError(f"stopping.patience_epochs: must be >= 1, got {self.patience_epochs}")
         if self.min_delta < 0:
             raise ConfigError(f"stopping.min_delta: must be >= 0, got {self.min_delta}")
+        if self.min_relative_roi is not None and not (
+            isinstance(self.min_relative_roi, (int, float)) and 0 <= self.min_relative_roi < math.inf
+        ):
+            raise ConfigError(
+                f"stopping.min_relative_roi: must be a finite number >= 0, got {self.min_relative_roi!r}"
+            )
 
     @property
     def active(self) -> bool:
         return any(
             x is not None
-            for x in (self.patience_epochs, self.min_slope_per_device_hour, self.min_marginal_roi)
+            for x in (
+                self.patience_epochs,
+                self.min_slope_per_device_hour,
+                self.min_marginal_roi,
+                self.min_relative_roi,
+            )
         )
 
 
@@ -90,11 +119,28 @@ class MarginalRoiStopping:
         self.rule = rule
         self.business_value_usd = business_value_usd
         self._curves: dict[str, _Curve] = {}
+        # the sweep's books for the relative rule: dollars, baseline losses, best loss
+        self._usd_by_trial: dict[str, float] = {}
+        self._spent = 0.0
+        self._firsts: list[float] = []  # sorted: each trial's smoothed loss at min_epochs
+        self._baselined: set[str] = set()  # trials in _firsts (a replayed trial counts once)
+        self._best = math.inf
+
+    @property
+    def sweep_rate(self) -> float:
+        """What a dollar of the sweep has bought: (baseline − best) ÷ dollars (0 before any gain)."""
+        if not self._firsts or self._spent <= 0:
+            return 0.0
+        n = len(self._firsts)
+        baseline = (self._firsts[(n - 1) // 2] + self._firsts[n // 2]) / 2
+        return max(baseline - self._best, 0.0) / self._spent
 
     def on_result(self, trial_id: str, loss: float, device_hours: float, usd: float) -> StopReason | None:
         """Record one epoch (``loss`` lower is better; hours and dollars cumulative)."""
         rule = self.rule
         c = self._curves.setdefault(trial_id, _Curve())
+        self._spent += max(usd - self._usd_by_trial.get(trial_id, 0.0), 0.0)
+        self._usd_by_trial[trial_id] = max(usd, self._usd_by_trial.get(trial_id, 0.0))
         if math.isnan(loss):
             return None  # NaN handling is the trainable's (and a later issue's) business
         c.losses.append(loss)
@@ -109,6 +155,10 @@ class MarginalRoiStopping:
         else:
             c.since_improvement += 1
         epochs = len(c.best_smooth)
+        self._best = min(self._best, c.best_smooth[-1])
+        if epochs == rule.min_epochs and trial_id not in self._baselined:
+            self._baselined.add(trial_id)
+            bisect.insort(self._firsts, c.best_smooth[-1])
         if epochs < rule.min_epochs:
             return None
         if rule.patience_epochs is not None and c.since_improvement >= rule.patience_epochs:
@@ -129,9 +179,17 @@ class MarginalRoiStopping:
             and dollars > 0
             and gained * self.business_value_usd / dollars < rule.min_marginal_roi
         )
-        return StopReason.MARGINAL_ROI if slope_low or roi_low else None
+        rate = self.sweep_rate
+        relative_low = (
+            rule.min_relative_roi is not None
+            and dollars > 0
+            and rate > 0
+            and gained / dollars < rule.min_relative_roi * rate
+        )
+        return StopReason.MARGINAL_ROI if slope_low or roi_low or relative_low else None
 
     def forget(self, trial_id: str) -> None:
+        """Drop a trial's curve (the sweep's books keep its dollars and losses)."""
         self._curves.pop(trial_id, None)
 
 

@@ -168,3 +168,85 @@ def test_spend_never_exceeds_a_cap_by_more_than_one_step_per_running_trial(
         assert spent < trial_cap + 5.0 + 1e-9
     assert governor.budget.spent_usd <= sweep_cap + overshoot_allowance + 1e-9
     assert not math.isnan(governor.budget.spent_usd)
+
+
+# ------------------------------------------------------------- the scale-free relative rule
+def _sweep(stopping: MarginalRoiStopping, curves: dict[str, list[float]], usd_per_epoch: float):
+    """Run trials one after another (as one worker would); return where each stopped."""
+    stopped = {}
+    for trial_id, curve in curves.items():
+        for epoch, loss in enumerate(curve, start=1):
+            hours = epoch * usd_per_epoch / 2.5
+            if stopping.on_result(trial_id, loss, hours, epoch * usd_per_epoch) is not None:
+                stopped[trial_id] = epoch
+                break
+    return stopped
+
+
+def _power_law(c: float, a: float, alpha: float, epochs: int = 60) -> list[float]:
+    return [c + a * e**-alpha for e in range(1, epochs + 1)]
+
+
+def test_relative_rule_cuts_the_reference_story_soon_after_it_goes_flat() -> None:
+    rule = StoppingRule(min_relative_roi=0.1, window_epochs=5, min_epochs=5)
+    epoch, reason = _run(MarginalRoiStopping(rule), reference_curve())
+    assert reason is StopReason.MARGINAL_ROI
+    assert 60 < epoch <= 60 + 2 * 5 + 5
+
+
+def test_relative_rule_never_stops_a_curve_that_keeps_its_pace() -> None:
+    # a steady fall buys as much per dollar as the sweep has bought: at any scale and price
+    for scale, price in ((1e-4, 0.01), (1.0, 2.5), (1e3, 400.0)):
+        curve = [scale * (10.0 - 0.05 * e) for e in range(1, 150)]
+        rule = StoppingRule(min_relative_roi=0.5, window_epochs=5, min_epochs=5)
+        assert _run(MarginalRoiStopping(rule), curve, usd_per_hour=price) is None
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    scale=st.floats(1e-3, 1e3),
+    shift=st.floats(-100.0, 100.0),
+    price=st.floats(1e-2, 1e2),
+    rho=st.sampled_from([0.05, 0.1, 0.3, 1.0]),
+)
+def test_relative_rule_is_free_of_the_metrics_scale_and_the_price(scale, shift, price, rho) -> None:
+    curves = {
+        "a": _power_law(0.30, 0.5, 0.8),
+        "b": _power_law(0.20, 0.9, 0.3),
+        "c": _power_law(0.45, 0.2, 1.5),
+        "d": _power_law(0.25, 0.6, 0.5),
+    }
+    rule = StoppingRule(min_relative_roi=rho, window_epochs=5, min_epochs=5)
+    reference = _sweep(MarginalRoiStopping(rule), curves, usd_per_epoch=1.0)
+    moved = {k: [shift + scale * x for x in v] for k, v in curves.items()}
+    assert _sweep(MarginalRoiStopping(rule), moved, usd_per_epoch=price) == reference
+    assert reference, "the flattening power laws stop somewhere"
+
+
+def test_relative_rule_is_judged_against_what_the_sweep_bought() -> None:
+    # the same slow curve: kept in a sweep that has bought little per dollar, stopped in one
+    # whose first trial fell fast
+    slow = [1.0 - 0.001 * e for e in range(1, 40)]
+    rule = StoppingRule(min_relative_roi=0.5, window_epochs=5, min_epochs=5)
+    patient = _sweep(
+        MarginalRoiStopping(rule), {"flat": [1.0 - 0.0008 * e for e in range(1, 40)], "slow": slow}, 1.0
+    )
+    assert "slow" not in patient
+    eager = _sweep(MarginalRoiStopping(rule), {"fast": _power_law(0.1, 1.0, 0.2, 40), "slow": slow}, 1.0)
+    assert eager["slow"] <= 10
+
+
+def test_relative_rule_counts_a_replayed_trial_once() -> None:
+    rule = StoppingRule(min_relative_roi=0.1, window_epochs=5, min_epochs=5)
+    live = MarginalRoiStopping(rule)
+    curve = _power_law(0.2, 1.0, 0.7, 20)
+    _sweep(live, {"a": curve}, 1.0)
+    rate = live.sweep_rate
+    live.forget("a")  # a resume replays the trial's history into the same stopper
+    _sweep(live, {"a": curve}, 1.0)
+    assert rate > 0 and live.sweep_rate == pytest.approx(rate)
+
+
+def test_bad_relative_roi_names_the_field() -> None:
+    with pytest.raises(ConfigError, match="stopping.min_relative_roi"):
+        StoppingRule(min_relative_roi=-0.1)
