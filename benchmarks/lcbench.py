@@ -218,7 +218,7 @@ def parse_variant(method: str) -> tuple[str, dict[str, Any]]:
     final loss (its last loss less the median drop from that epoch to 52 of the trials the
     sweep finished, once three have), so that TPE compares trials at one fidelity.
     ``r<ρ>`` (costtune-hb-rel-tpe, costtune-rel-tpe): the scale-free relative-ROI stopper's ρ
-    (RELATIVE_RULE; default 0.1).
+    (RELATIVE_RULE; default 0.1); ``s``: it spares the trial holding the sweep's best.
     ``q<K>`` (costtune-hb-tpe): TPE proposes K configurations and the one predicted cheapest per
     epoch starts (``costtune.policy.epoch_cost``, learned from the epochs run so far).
     """
@@ -238,9 +238,11 @@ def parse_variant(method: str) -> tuple[str, dict[str, Any]]:
         kwargs["cheapest_of"] = int(value)
     for value in re.findall(r"r([0-9.]+)", spec):
         kwargs["relative_roi"] = float(value)
+    if "s" in spec:
+        kwargs["spare_best"] = True
     if "d" in spec:
         kwargs["tell_predicted"] = True
-    spec = re.sub(r"o[0-9.]+|n[0-9]+|q[0-9]+|r[0-9.]+|d", "", spec)
+    spec = re.sub(r"o[0-9.]+|n[0-9]+|q[0-9]+|r[0-9.]+|d|s", "", spec)
     for key, value in re.findall(r"([gebpk])([0-9]+|[lcpf])", spec):
         if key == "k":
             kwargs["keep"] = {"c": "ceil", "f": "floor"}[value]
@@ -530,7 +532,8 @@ def run_method(task: Task, seed: int, method: str) -> Trace:
         return run_tpe_loop(task, seed, AsyncHyperband(52, **kwargs), rule, **tpe)
     if base in ("costtune-hb-rel-tpe", "costtune-rel-tpe"):
         rho = float(kwargs.pop("relative_roi", RELATIVE_RULE.min_relative_roi))
-        rule = MarginalRoiStopping(dataclasses.replace(RELATIVE_RULE, min_relative_roi=rho))
+        spare = bool(kwargs.pop("spare_best", False))
+        rule = MarginalRoiStopping(dataclasses.replace(RELATIVE_RULE, min_relative_roi=rho, spare_best=spare, max_epochs=52))
         policy = AsyncHyperband(52, **kwargs) if base == "costtune-hb-rel-tpe" else None
         return run_tpe_loop(task, seed, policy, rule, **tpe)
     if base == "costtune-hb-patience-tpe":

@@ -26,11 +26,13 @@ from ray.tune.schedulers import ASHAScheduler
 from costtune.policy import (
     AsyncHyperband,
     Decision,
+    MarginalRoiStopping,
     OutlookRule,
     OutlookStopping,
     PromotionRule,
     Rung,
     RungEntry,
+    StoppingRule,
     is_promotable,
 )
 from costtune.schedulers import CostAwareHyperBand
@@ -133,12 +135,15 @@ def core_table() -> None:
         print(f"{n:>10,}{fast:>16,.0f}{slow:>16,.0f}{fast / slow:>8.1f}")
 
 
-def decision_latency(trials: int, epochs: int = 52) -> tuple[float, float]:
-    """Median and p99 seconds of one decision (rungs with keep=floor + the outlook rule) when
-    ``trials`` trials report round-robin for ``epochs`` epochs — every result decided."""
+def decision_latency(trials: int, epochs: int = 52, relative: bool = False) -> tuple[float, float]:
+    """Median and p99 seconds of one decision (rungs with keep=floor + the outlook rule, or
+    with ``relative`` + the relative-ROI stopper, ρ 0.3, sparing the best) when ``trials``
+    trials report round-robin for ``epochs`` epochs — every result decided."""
     rng = random.Random(0)
     policy = AsyncHyperband(max_epochs=epochs, grace_epochs=5, eta=5, keep="floor")
-    outlook = OutlookStopping(OutlookRule(epochs, optimism=2.0))
+    outlook: OutlookStopping | MarginalRoiStopping = OutlookStopping(OutlookRule(epochs, optimism=2.0))
+    if relative:
+        outlook = MarginalRoiStopping(StoppingRule(min_relative_roi=0.3, spare_best=True))
     finals = [rng.random() for _ in range(trials)]
     stopped: set[int] = set()
     took: list[float] = []
@@ -148,7 +153,10 @@ def decision_latency(trials: int, epochs: int = 52) -> tuple[float, float]:
                 continue
             loss = final + 1.0 / epoch**0.5
             started = time.perf_counter()
-            stop = outlook.on_result(f"t{i}", loss) is not None
+            if isinstance(outlook, OutlookStopping):
+                stop = outlook.on_result(f"t{i}", loss) is not None
+            else:
+                stop = outlook.on_result(f"t{i}", loss, epoch / 3600, epoch * 2.5 / 3600) is not None
             stop = policy.on_result(f"t{i}", epoch, loss, float(epoch)) is Decision.STOP or stop
             took.append(time.perf_counter() - started)
             if stop:
@@ -170,11 +178,12 @@ def pareto_check_ms(trials: int, repeats: int = 20) -> float:
 
 
 def latency_table() -> None:
-    print("\ndecision latency: rungs (grace 5, η 5, keep floor) + outlook (κ 2), every result of 52 epochs")
-    print(f"{'trials':>8}{'median µs':>11}{'p99 µs':>9}")
-    for n in (100, 1_000):
-        median, p99 = decision_latency(n)
-        print(f"{n:>8,}{1e6 * median:>11.1f}{1e6 * p99:>9.1f}")
+    print("\ndecision latency: rungs (grace 5, η 5, keep floor) + a stopper, every result of 52 epochs")
+    print(f"{'stopper':>22}{'trials':>8}{'median µs':>11}{'p99 µs':>9}")
+    for name, relative in (("outlook (κ 2)", False), ("relative ROI (ρ 0.3)", True)):
+        for n in (100, 1_000):
+            median, p99 = decision_latency(n, relative=relative)
+            print(f"{name:>22}{n:>8,}{1e6 * median:>11.1f}{1e6 * p99:>9.1f}")
     print("\nPareto promotion check (non-dominated sorting of (loss, dollars) in the rung)")
     for n in (100, 1_000, 10_000):
         print(f"{n:>8,} trials: {pareto_check_ms(n):.2f} ms per check")

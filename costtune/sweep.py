@@ -762,6 +762,8 @@ def _governance(config: SweepConfig, ledger: Ledger) -> tuple[Governor, Any]:
         min_slope_per_device_hour=st.min_slope_per_device_hour,
         min_marginal_roi=st.min_marginal_roi,
         min_relative_roi=st.min_relative_roi,
+        spare_best=st.spare_best,
+        max_epochs=config.max_epochs,
         window_epochs=st.window_epochs,
         min_epochs=st.min_epochs,
     )

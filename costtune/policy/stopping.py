@@ -41,6 +41,7 @@ from dataclasses import dataclass, field
 
 from costtune.errors import ConfigError
 from costtune.policy.decisions import StopReason
+from costtune.policy.outlook import outlook
 
 
 @dataclass(frozen=True, slots=True)
@@ -58,6 +59,14 @@ class StoppingRule:
         min_relative_roi: ρ, stop when the smoothed improvement per dollar falls below ρ ×
             the sweep's average improvement per dollar so far (``None``: off; see the
             module docstring). Scale-free: no per-problem threshold.
+        spare_best: the relative rule judges the trial holding the sweep's best smoothed
+            loss by what it may still gain, not by its pace: it stops only when its
+            optimistic outlook to ``max_epochs`` (:func:`~costtune.policy.outlook.outlook`,
+            κ = 1) is less than ρ × what the sweep has gained over its baseline. A pace
+            rule alone stops a curve that improves slowly but for long — the one the
+            sweep's result depends on.
+        max_epochs: the epoch trials train to (for ``spare_best``; ``None``: the best
+            trial is never stopped on the relative rule).
         window_epochs: epochs the slope is measured over (and the median's span).
         min_epochs: never stop on these rules before this many epochs.
     """
@@ -67,6 +76,8 @@ class StoppingRule:
     min_slope_per_device_hour: float | None = None
     min_marginal_roi: float | None = None
     min_relative_roi: float | None = None
+    spare_best: bool = False
+    max_epochs: int | None = None
     window_epochs: int = 5
     min_epochs: int = 5
 
@@ -125,6 +136,7 @@ class MarginalRoiStopping:
         self._firsts: list[float] = []  # sorted: each trial's smoothed loss at min_epochs
         self._baselined: set[str] = set()  # trials in _firsts (a replayed trial counts once)
         self._best = math.inf
+        self._best_trial: str | None = None
 
     @property
     def sweep_rate(self) -> float:
@@ -155,7 +167,8 @@ class MarginalRoiStopping:
         else:
             c.since_improvement += 1
         epochs = len(c.best_smooth)
-        self._best = min(self._best, c.best_smooth[-1])
+        if c.best_smooth[-1] < self._best:
+            self._best, self._best_trial = c.best_smooth[-1], trial_id
         if epochs == rule.min_epochs and trial_id not in self._baselined:
             self._baselined.add(trial_id)
             bisect.insort(self._firsts, c.best_smooth[-1])
@@ -185,8 +198,17 @@ class MarginalRoiStopping:
             and dollars > 0
             and rate > 0
             and gained / dollars < rule.min_relative_roi * rate
+            and not (rule.spare_best and trial_id == self._best_trial and self._promising(c, rate))
         )
         return StopReason.MARGINAL_ROI if slope_low or roi_low or relative_low else None
+
+    def _promising(self, c: _Curve, rate: float) -> bool:
+        """Whether the best trial may still gain ρ × what the sweep gained (see ``spare_best``)."""
+        rule = self.rule
+        if rule.max_epochs is None:
+            return True
+        remaining = c.best_smooth[-1] - outlook(c.best_smooth, rule.max_epochs, 1.0)
+        return remaining >= (rule.min_relative_roi or 0.0) * rate * self._spent
 
     def forget(self, trial_id: str) -> None:
         """Drop a trial's curve (the sweep's books keep its dollars and losses)."""

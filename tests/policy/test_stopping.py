@@ -192,6 +192,12 @@ def test_relative_rule_cuts_the_reference_story_soon_after_it_goes_flat() -> Non
     epoch, reason = _run(MarginalRoiStopping(rule), reference_curve())
     assert reason is StopReason.MARGINAL_ROI
     assert 60 < epoch <= 60 + 2 * 5 + 5
+    # sparing the best trial, the rule waits until its last doubling of epochs stops paying:
+    # still far short of 400 epochs
+    spared = StoppingRule(min_relative_roi=0.1, spare_best=True, max_epochs=400)
+    epoch, reason = _run(MarginalRoiStopping(spared), reference_curve())
+    assert reason is StopReason.MARGINAL_ROI
+    assert 110 < epoch <= 130
 
 
 def test_relative_rule_never_stops_a_curve_that_keeps_its_pace() -> None:
@@ -250,3 +256,17 @@ def test_relative_rule_counts_a_replayed_trial_once() -> None:
 def test_bad_relative_roi_names_the_field() -> None:
     with pytest.raises(ConfigError, match="stopping.min_relative_roi"):
         StoppingRule(min_relative_roi=-0.1)
+
+
+def test_sparing_the_best_judges_it_against_the_horizon_not_its_pace() -> None:
+    # slow power laws (the kind of curve a pace rule cuts short); t0 is the best
+    def best_stopped_at(spare: bool, horizon: int) -> int | None:
+        curves = {f"t{i}": _power_law(0.2 + 0.02 * i, 1.0, 0.3, horizon) for i in (3, 0, 5, 1, 4, 2)}
+        rule = StoppingRule(min_relative_roi=0.3, spare_best=spare, max_epochs=horizon)
+        return _sweep(MarginalRoiStopping(rule), curves, 1.0).get("t0")
+
+    pace = best_stopped_at(False, 200)
+    assert pace is not None and pace == best_stopped_at(False, 400)  # blind to the horizon
+    spared_200, spared_400 = best_stopped_at(True, 200), best_stopped_at(True, 400)
+    assert spared_200 is not None and spared_400 is not None
+    assert pace < spared_200 < spared_400 < 400  # more epochs to gain, longer run; still stopped
