@@ -533,7 +533,9 @@ def run_method(task: Task, seed: int, method: str) -> Trace:
     if base in ("costtune-hb-rel-tpe", "costtune-rel-tpe"):
         rho = float(kwargs.pop("relative_roi", RELATIVE_RULE.min_relative_roi))
         spare = bool(kwargs.pop("spare_best", False))
-        rule = MarginalRoiStopping(dataclasses.replace(RELATIVE_RULE, min_relative_roi=rho, spare_best=spare, max_epochs=52))
+        rule = MarginalRoiStopping(
+            dataclasses.replace(RELATIVE_RULE, min_relative_roi=rho, spare_best=spare, max_epochs=52)
+        )
         policy = AsyncHyperband(52, **kwargs) if base == "costtune-hb-rel-tpe" else None
         return run_tpe_loop(task, seed, policy, rule, **tpe)
     if base == "costtune-hb-patience-tpe":

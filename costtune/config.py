@@ -205,7 +205,9 @@ class StoppingConfig(_Strict):
         allow_inf_nan=False,
         description="ρ: stop a trial whose gain per dollar falls below ρ × the sweep's average",
     )
-    spare_best: bool = Field(True, description="the relative rule judges the best trial by what it may still gain")
+    spare_best: bool = Field(
+        True, description="the relative rule judges the best trial by what it may still gain"
+    )
     window_epochs: int = Field(5, ge=1)
     min_epochs: int = Field(5, ge=1)
     sweep_min_improvement_per_usd: float | None = Field(None, ge=0, allow_inf_nan=False)
