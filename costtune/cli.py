@@ -615,11 +615,13 @@ def watch_idle(
 @click.option("--seed", type=int, default=0, show_default=True, help="for --searcher random and tpe")
 @click.option(
     "--stopping",
-    type=click.Choice(["none", "outlook"]),
-    default="none",
+    type=click.Choice(["relative", "outlook", "none"]),
+    default="relative",
     show_default=True,
-    help="outlook: stop a trial whose optimistic curve cannot beat the best so far.",
+    help="relative: stop a trial whose dollars buy less than --rho × what the sweep's bought (a sweep's "
+    "default); outlook: stop a trial whose optimistic curve cannot beat the best so far.",
 )
+@click.option("--rho", type=click.FloatRange(min=0), default=0.3, show_default=True, help="for relative")
 @click.option("--optimism", type=click.FloatRange(min=0), default=1.0, show_default=True, help="for outlook")
 @click.option(
     "--budget", type=click.FloatRange(min=0, min_open=True), default=None, help="USD for the replay."
@@ -648,6 +650,7 @@ def replay(
     searcher: str,
     seed: int,
     stopping: str,
+    rho: float,
     optimism: float,
     budget: float | None,
     workers: int,
@@ -665,7 +668,13 @@ def replay(
     finished. The same seed gives the same replay.
     """
     from costtune.curves import load_curves
-    from costtune.policy import AsyncHyperband, OutlookRule, OutlookStopping
+    from costtune.policy import (
+        AsyncHyperband,
+        MarginalRoiStopping,
+        OutlookRule,
+        OutlookStopping,
+        StoppingRule,
+    )
     from costtune.pool import OrderedPool, TpePool
     from costtune.report import usd
     from costtune.simulate import simulate
@@ -684,6 +693,11 @@ def replay(
             else OrderedPool(table, seed=seed if searcher == "random" else None)
         )
         outlook = OutlookStopping(OutlookRule(longest, optimism=optimism)) if stopping == "outlook" else None
+        relative = (
+            MarginalRoiStopping(StoppingRule(min_relative_roi=rho, spare_best=True, max_epochs=longest))
+            if stopping == "relative"
+            else None
+        )
     except ConfigError as exc:
         _fail(str(exc), EXIT_USAGE)
     recorded = simulate(table, None, workers=workers, usd_per_device_hour=price, max_epochs=longest)
@@ -693,6 +707,7 @@ def replay(
         workers=workers,
         usd_per_device_hour=price,
         budget_usd=budget,
+        stopping=relative,
         outlook=outlook,
         max_epochs=longest,
         next_curve=pool.ask,
@@ -702,7 +717,7 @@ def replay(
     goal = target
     if goal is None:
         goal = recorded.best_loss if target_at == "any" or not finished else float(min(finished))
-    label = f"costtune ({scheduler}, {searcher}{', outlook' if outlook else ''})"
+    label = f"costtune ({scheduler}, {searcher}{'' if stopping == 'none' else ', ' + stopping})"
     rows = {"recorded": recorded, "costtune": costtune_run}
     data = {
         name: {
@@ -716,7 +731,14 @@ def replay(
         }
         for name, sim in rows.items()
     }
-    settings = {"searcher": searcher, "seed": seed, "stopping": stopping, "budget_usd": budget, "keep": keep}
+    settings = {
+        "searcher": searcher,
+        "seed": seed,
+        "stopping": stopping,
+        "rho": rho if stopping == "relative" else None,
+        "budget_usd": budget,
+        "keep": keep,
+    }
     if as_json:
         click.echo(
             json.dumps({"target": goal, "target_at": target_at, "settings": settings, "runs": data}, indent=2)

@@ -193,14 +193,18 @@ class OutlookConfig(_Strict):
 
 
 class StoppingConfig(_Strict):
-    """Stop trials (and the sweep) where money stops buying quality. All rules off by default."""
+    """Stop trials (and the sweep) where money stops buying quality.
+
+    On by default: the scale-free relative rule (ρ = 0.3, chosen on LCBench's dev tasks and
+    held on its test tasks; benchmarks/RESULTS.md). The other rules are off by default.
+    """
 
     patience_epochs: int | None = Field(None, ge=1)
     min_delta: float = Field(0.0, ge=0, allow_inf_nan=False)
     min_slope_per_device_hour: float | None = Field(None, ge=0, allow_inf_nan=False)
     min_marginal_roi: float | None = Field(None, ge=0, allow_inf_nan=False)
     min_relative_roi: float | None = Field(
-        None,
+        0.3,
         ge=0,
         allow_inf_nan=False,
         description="ρ: stop a trial whose gain per dollar falls below ρ × the sweep's average",

@@ -13,7 +13,7 @@ from click.testing import CliRunner
 from costtune.cli import main
 from costtune.curves import Curve, curves_from_frame, load_curves
 from costtune.errors import ConfigError
-from costtune.policy import AsyncHyperband, OutlookRule, OutlookStopping
+from costtune.policy import AsyncHyperband, MarginalRoiStopping, OutlookRule, OutlookStopping, StoppingRule
 from costtune.simulate import simulate
 from tests.policy.test_hyperband import CURVES
 
@@ -139,9 +139,12 @@ def test_replay_cli_compares_recorded_with_costtune(table_path) -> None:
 
 def _replay_in_ray(table_path: Path, run_dir: Path, **overrides: object) -> tuple[pd.DataFrame, list[str]]:
     """A real sweep over the recorded curves (grid over config_id, one trial at a time);
-    returns the trial table by config_id and the order Ray ran the configurations in."""
+    returns the trial table by config_id and the order Ray ran the configurations in. The
+    default relative stopping rule is off unless ``stopping`` sets it."""
     from costtune.config import parse_config
     from costtune.sweep import run_sweep
+
+    overrides["stopping"] = {"min_relative_roi": None, **overrides.get("stopping", {})}  # type: ignore[dict-item]
 
     config = parse_config(
         {
@@ -206,6 +209,23 @@ def test_outlook_rule_in_a_ray_sweep_stops_like_the_simulator(ray_session, table
     assert set(frame.index[frame["stop_reason"] == "outlook"]) == stopped
     for config_id, row in frame.iterrows():
         assert row["cost_usd"] == pytest.approx(SECONDS[config_id] * row["epochs"] / 3600)
+
+
+@pytest.mark.ray
+def test_relative_rule_in_a_ray_sweep_stops_like_the_simulator(ray_session, table_path, tmp_path) -> None:
+    """The default stopper (the relative rule) in a real sweep ends the same trials at the
+    same epochs as the pure rule in the simulator fed the same events."""
+    settings = {"min_relative_roi": 0.3, "window_epochs": 2, "min_epochs": 2}
+    frame, ran = _replay_in_ray(table_path, tmp_path / "run", scheduler={"type": "fifo"}, stopping=settings)
+    curves = load_curves(str(table_path))
+    rule = StoppingRule(spare_best=True, max_epochs=9, **settings)  # type: ignore[arg-type]
+    expected = simulate(
+        [curves[c] for c in ran], None, stopping=MarginalRoiStopping(rule), usd_per_device_hour=1.0
+    ).stopped_at
+    assert frame["epochs"].to_dict() == expected
+    stopped = {c for c, e in expected.items() if e < 9}
+    assert stopped and len(stopped) < len(expected)  # it stops some, not all
+    assert set(frame.index[frame["stop_reason"] == "marginal_roi"]) == stopped
 
 
 def test_lcbench_source_needs_its_data_directory(monkeypatch, tmp_path) -> None:
@@ -286,3 +306,16 @@ def test_replay_trainable_checkpoints_each_epoch_unless_told_not_to(
     assert result.metrics["val_loss"] == pytest.approx(CURVES["t2"][-1])
     assert result.metrics["sim_seconds"] == pytest.approx(SECONDS["t2"] * len(CURVES["t2"]))
     assert (result.checkpoint is not None) is checkpoint
+
+
+def test_replay_cli_stops_with_the_sweeps_default_rule(table_path) -> None:
+    def run(*stopping: str) -> dict:
+        args = ["replay", str(table_path), "--scheduler", "fifo", "--price", "1", "--json", *stopping]
+        result = CliRunner().invoke(main, args)
+        assert result.exit_code == 0, result.output
+        return json.loads(result.output)
+
+    default, none = run(), run("--stopping", "none")
+    assert default["settings"]["stopping"] == "relative" and default["settings"]["rho"] == 0.3
+    assert default["runs"]["costtune"]["epochs"] < none["runs"]["costtune"]["epochs"] == 54  # flat t5 stops
+    assert default["runs"]["costtune"]["best_val_loss"] == none["runs"]["costtune"]["best_val_loss"]
