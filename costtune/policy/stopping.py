@@ -66,7 +66,8 @@ class StoppingRule:
             rule alone stops a curve that improves slowly but for long — the one the
             sweep's result depends on.
         max_epochs: the epoch trials train to (for ``spare_best``; ``None``: the best
-            trial is never stopped on the relative rule).
+            trial is never stopped on the relative rule). A trial that reaches it has
+            completed: no rule stops it there.
         window_epochs: epochs the slope is measured over (and the median's span).
         min_epochs: never stop on these rules before this many epochs.
     """
@@ -172,8 +173,8 @@ class MarginalRoiStopping:
         if epochs == rule.min_epochs and trial_id not in self._baselined:
             self._baselined.add(trial_id)
             bisect.insort(self._firsts, c.best_smooth[-1])
-        if epochs < rule.min_epochs:
-            return None
+        if epochs < rule.min_epochs or (rule.max_epochs is not None and epochs >= rule.max_epochs):
+            return None  # too early to judge, or done: a trial at max_epochs completed
         if rule.patience_epochs is not None and c.since_improvement >= rule.patience_epochs:
             return StopReason.PATIENCE
         if epochs <= rule.window_epochs:

@@ -270,3 +270,12 @@ def test_sparing_the_best_judges_it_against_the_horizon_not_its_pace() -> None:
     spared_200, spared_400 = best_stopped_at(True, 200), best_stopped_at(True, 400)
     assert spared_200 is not None and spared_400 is not None
     assert pace < spared_200 < spared_400 < 400  # more epochs to gain, longer run; still stopped
+
+
+def test_a_trial_at_max_epochs_has_completed_not_stopped() -> None:
+    rule = StoppingRule(patience_epochs=1, min_epochs=1, max_epochs=3)
+    assert _run(MarginalRoiStopping(rule), [1.0, 1.0, 1.0, 1.0]) == (2, StopReason.PATIENCE)
+    assert (
+        _run(MarginalRoiStopping(StoppingRule(patience_epochs=2, min_epochs=1, max_epochs=3)), [1.0] * 3)
+        is None
+    )
