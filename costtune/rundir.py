@@ -9,6 +9,7 @@ stale lock behind.
 from __future__ import annotations
 
 import fcntl
+import json
 import os
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -151,3 +152,77 @@ def disk_full(directory: Path, reserve: int = DISK_RESERVE_BYTES) -> str | None:
     if free >= reserve:
         return None
     return f"disk full: the filesystem holding {directory} has {free} bytes free"
+
+
+#: where a run keeps the last complete copy of each of Ray's experiment-state files
+RAY_STATE_COPIES = ".ray_state"
+_RAY_STATE_GLOB = "experiment_state-*.json"
+
+
+def _complete_json(path: Path) -> bytes | None:
+    try:
+        data = path.read_bytes()
+        json.loads(data)
+    except (OSError, ValueError):
+        return None
+    return data
+
+
+def keep_ray_state(run_dir: Path, seen: dict[str, tuple[int, int]]) -> None:
+    """Copy each of Ray's experiment-state files that changed since ``seen`` and is complete.
+
+    Tune rewrites its experiment state in place (open, truncate, write): a driver killed
+    during the write leaves an empty or cut file, and Tune then silently restarts the
+    experiment on resume. The copy (written to a temporary file, then renamed) is what
+    :func:`repair_ray_state` puts back.
+    """
+    experiment = run_dir / EXPERIMENT_NAME
+    for path in experiment.glob(_RAY_STATE_GLOB):
+        try:
+            stat = path.stat()
+        except OSError:
+            continue
+        key = (stat.st_mtime_ns, stat.st_size)
+        if seen.get(path.name) == key:
+            continue
+        data = _complete_json(path)
+        if data is None:
+            continue  # mid-write: the next step sees it whole
+        seen[path.name] = key
+        copies = run_dir / RAY_STATE_COPIES
+        copies.mkdir(exist_ok=True)
+        partial = copies / f".{path.name}.partial"
+        partial.write_bytes(data)
+        os.replace(partial, copies / path.name)
+
+
+def repair_ray_state(run_dir: Path) -> str | None:
+    """Before a resume: put back Ray's newest experiment state if a kill cut it off.
+
+    Returns a one-line note of what was repaired (``None``: nothing to repair). A cut file
+    with no complete copy is set aside (``.corrupt``) when an older state file can stand in;
+    with none, the resume is refused in one line (Tune would restart the whole sweep).
+    """
+    experiment = run_dir / EXPERIMENT_NAME
+    states = sorted(experiment.glob(_RAY_STATE_GLOB))
+    if not states or _complete_json(states[-1]) is not None:
+        return None
+    newest = states[-1]
+    copy = _complete_json(run_dir / RAY_STATE_COPIES / newest.name)
+    if copy is not None:
+        partial = newest.with_name(f".{newest.name}.partial")
+        partial.write_bytes(copy)
+        os.replace(partial, newest)
+        return (
+            f"Ray's run state {newest.name} was cut off by the interruption; put back its last complete copy"
+        )
+    older = [p for p in states[:-1] if _complete_json(p) is not None]
+    if older:
+        os.replace(newest, newest.with_name(newest.name + ".corrupt"))
+        return (
+            f"Ray's run state {newest.name} was cut off by the interruption; resuming from {older[-1].name}"
+        )
+    raise ConfigError(
+        f"--resume: Ray's run state {newest} was cut off by the interruption and no complete copy exists; "
+        "the ledger and tables are intact (costtune report works), but the sweep cannot continue"
+    )

@@ -53,7 +53,15 @@ from costtune.policy import (
 )
 from costtune.results import SweepResult
 from costtune.run import ledger_spec, load_run_config
-from costtune.rundir import EXPERIMENT_NAME, LOCK_FILE, claim_existing, claim_new, disk_full, resuming
+from costtune.rundir import (
+    EXPERIMENT_NAME,
+    LOCK_FILE,
+    claim_existing,
+    claim_new,
+    disk_full,
+    repair_ray_state,
+    resuming,
+)
 from costtune.schedulers.idle import IdleGpuStopper
 from costtune.trainables import BUILTIN_TRAINABLES
 
@@ -331,7 +339,7 @@ def _run(
     from ray.tune.stopper import CombinedStopper, FunctionStopper, MaximumIterationStopper
 
     from costtune.schedulers import CostAwareFIFO, CostAwareHyperBand, LedgerCallback
-    from costtune.schedulers.callbacks import ForgetVanishedCheckpoints
+    from costtune.schedulers.callbacks import ForgetVanishedCheckpoints, KeepRayState
     from costtune.search import build_search_space, make_searcher
 
     cost_model = config.cost.cost_model()
@@ -389,6 +397,7 @@ def _run(
 
     callbacks: list[Any] = [
         ForgetVanishedCheckpoints(),
+        KeepRayState(out),
         LedgerCallback(
             ledger,
             hyperparameters=list(config.search_space),
@@ -673,6 +682,9 @@ def resume_sweep(
     lock = claim_existing(out)
     try:
         repair_tail(out)  # a driver killed mid-line: cut the fragment before anything appends
+        repaired = repair_ray_state(out)  # Tune's own state file, cut by the same kill
+        if repaired is not None:
+            warnings.warn(LedgerWarning(f"--resume: {repaired}"), stacklevel=2)
         config = load_run_config(out)
         check_scheduler_state(config, out / SCHEDULER_STATE)
         unreadable = Ledger(ledger_spec(config), out).unreadable_lines

@@ -154,6 +154,7 @@ def test_replay_cli_with_searcher_stopping_budget_and_seed(tmp_path) -> None:
         "searcher": "tpe",
         "seed": 4,
         "stopping": "outlook",
+        "rho": None,
         "budget_usd": 3.0,
         "keep": "floor",
     }

@@ -125,7 +125,7 @@ def test_sigkilled_sweep_resumes_without_losing_or_double_counting(ray_session, 
     # it is closed as interrupted with what it ran charged, and the searcher fills its place
     live = frame[frame["stop_reason"] != "interrupted"]
     assert len(live) == 6
-    assert set(frame["stop_reason"]) <= {"rung_pruned", "completed", "interrupted"}
+    assert set(frame["stop_reason"]) <= {"rung_pruned", "marginal_roi", "completed", "interrupted"}
     ends = Counter(e["trial_id"] for e in after if e["event"] == "end")
     for trial_id in ended_before:
         assert ends[trial_id] == 1  # a trial finished before the kill was not run again
@@ -144,6 +144,20 @@ def test_sigkilled_sweep_resumes_without_losing_or_double_counting(ray_session, 
     assert frame["seconds"].sum() == pytest.approx(sum(increments) + sum(held))  # every epoch charged once
     assert result.summary["total_cost_usd"] == pytest.approx(frame["cost_usd"].sum())
     assert json.loads((run / "summary.json").read_text())["trials"] == len(frame)
+
+
+def test_a_resume_puts_back_rays_state_file_that_the_kill_cut_off(ray_session, tmp_path) -> None:
+    """Tune rewrites its experiment state in place: a kill mid-write leaves it empty, and Tune
+    would restart the sweep from nothing (its searcher without a search space). The resume
+    puts back costtune's last complete copy, says so in one line, and finishes the sweep."""
+    run = _killed_run(tmp_path, "cut")
+    states = sorted((run / "ray").glob("experiment_state-*.json"))
+    assert states and (run / ".ray_state" / states[-1].name).is_file()
+    states[-1].write_text("")  # what the kill leaves when it lands in Tune's write
+    with pytest.warns(UserWarning, match="was cut off by the interruption; put back its last complete copy"):
+        result = resume_sweep(run)
+    assert (result.trials["stop_reason"] != "interrupted").sum() == 6
+    assert json.loads(states[-1].read_text())["trial_data"]
 
 
 def _digest(run: Path) -> dict[str, str]:

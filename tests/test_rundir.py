@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 import yaml
 from click.testing import CliRunner
@@ -94,3 +96,38 @@ def test_an_impossible_sweep_fails_fast_and_leaves_nothing(ray_session, tmp_path
     with pytest.raises(ConfigError, match=r"^resources\.cpus: each trial asks for 100 CPU"):
         run_sweep(config, tmp_path / "run")
     assert not (tmp_path / "run").exists()
+
+
+def test_a_cut_ray_state_is_put_back_from_its_last_complete_copy(tmp_path) -> None:
+    from costtune.rundir import RAY_STATE_COPIES, keep_ray_state, repair_ray_state
+
+    experiment = tmp_path / "ray"
+    experiment.mkdir()
+    state = experiment / "experiment_state-2026-12-01_10-00-00.json"
+    state.write_text(json.dumps({"trial_data": [1, 2]}))
+    seen: dict = {}
+    keep_ray_state(tmp_path, seen)
+    assert repair_ray_state(tmp_path) is None  # whole: nothing to do
+    state.write_text('{"trial_data": [1, 2, ')  # cut mid-write: not copied over the good copy
+    keep_ray_state(tmp_path, seen)
+    assert json.loads((tmp_path / RAY_STATE_COPIES / state.name).read_text()) == {"trial_data": [1, 2]}
+    state.write_text("")  # the kill's truncation
+    note = repair_ray_state(tmp_path)
+    assert note is not None and state.name in note
+    assert json.loads(state.read_text()) == {"trial_data": [1, 2]}
+
+
+def test_a_cut_ray_state_without_a_copy_falls_back_to_an_older_one_or_is_refused(tmp_path) -> None:
+    from costtune.rundir import repair_ray_state
+
+    experiment = tmp_path / "ray"
+    experiment.mkdir()
+    newest = experiment / "experiment_state-2026-12-01_11-00-00.json"
+    newest.write_text("")
+    with pytest.raises(ConfigError, match="^--resume: Ray's run state .* was cut off"):
+        repair_ray_state(tmp_path)
+    assert newest.exists()  # nothing moved when refusing
+    older = experiment / "experiment_state-2026-12-01_10-00-00.json"
+    older.write_text("{}")
+    assert older.name in (repair_ray_state(tmp_path) or "")
+    assert not newest.exists() and newest.with_name(newest.name + ".corrupt").exists()

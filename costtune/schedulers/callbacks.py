@@ -14,7 +14,7 @@ from ray.tune import Callback
 from costtune.cost import device_hours, is_gpu
 from costtune.ledger import COST_FIELDS, RAY_RESULT_FIELDS, Ledger, LedgerWriteError
 from costtune.policy import StopReason
-from costtune.rundir import disk_full, relocated
+from costtune.rundir import disk_full, keep_ray_state, relocated
 from costtune.schedulers.placement import actor_lifetime, actor_of, trial_devices
 
 _log = logging.getLogger("costtune")
@@ -264,6 +264,33 @@ class ForgetVanishedCheckpoints(Callback):
             if latest is not None and not _exists(latest.checkpoint):
                 newest = [r for r in kept if r is not latest]
                 manager._latest_checkpoint_result = newest[-1] if newest else None
+
+
+class KeepRayState(Callback):
+    """Keeps a complete copy of Ray's experiment state beside the run (:func:`keep_ray_state`).
+
+    Tune rewrites that file in place; a kill during the write cuts it, and a resume would
+    then restart the sweep from nothing. After each step of Tune's loop, a state file that
+    changed and reads whole is copied (a stat per step; a parse only when it changed).
+    """
+
+    def __init__(self, run_dir: Path) -> None:
+        self.run_dir = run_dir
+        self._seen: dict[str, tuple[int, int]] = {}
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {"run_dir": self.run_dir}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.run_dir = relocated(state["run_dir"], is_run_dir=True)  # a copied or moved run
+        self._seen = {}
+
+    def on_step_end(self, iteration: int, trials: list, **info: Any) -> None:
+        with contextlib.suppress(OSError):  # a full disk must not end the sweep here
+            keep_ray_state(self.run_dir, self._seen)
+
+    def on_experiment_end(self, trials: list, **info: Any) -> None:
+        self.on_step_end(0, trials)
 
 
 def _exists(checkpoint: Any) -> bool:
