@@ -336,10 +336,11 @@ def _run(
     write_json_atomic(out / SOURCE_FILE, source)
 
     from ray import tune
-    from ray.tune.stopper import CombinedStopper, FunctionStopper, MaximumIterationStopper
+    from ray.tune.stopper import CombinedStopper, FunctionStopper
 
     from costtune.schedulers import CostAwareFIFO, CostAwareHyperBand, LedgerCallback
     from costtune.schedulers.callbacks import ForgetVanishedCheckpoints, KeepRayState
+    from costtune.schedulers.stoppers import EpochLimit
     from costtune.search import build_search_space, make_searcher
 
     cost_model = config.cost.cost_model()
@@ -388,7 +389,7 @@ def _run(
     if idle_stopper is not None:
         stoppers.append(FunctionStopper(idle_stopper))
         sources.insert(0, idle_stopper)
-    stoppers.append(MaximumIterationStopper(config.max_epochs))
+    stoppers.append(EpochLimit(config.max_epochs))  # by epoch number, not a count of results
 
     def stop_reason_of(trial_id: str) -> str | None:
         """The first source that ended the trial says why (the idle watchdog, the stopper, the

@@ -150,3 +150,21 @@ class CostStopper(Stopper):
                 else StopReason.SWEEP_BUDGET.value
             )
         return None if reason is None else reason.value
+
+
+class EpochLimit(Stopper):
+    """Ends a trial at its ``max_epochs``-th epoch, by the epoch number it reports.
+
+    Ray's ``MaximumIterationStopper`` counts the results it has seen per trial instead: a
+    trial restarted from a checkpoint one epoch behind its last result (a lost node) re-runs
+    that epoch, and was ended one epoch short of ``max_epochs``.
+    """
+
+    def __init__(self, max_epochs: int) -> None:
+        self.max_epochs = max_epochs
+
+    def __call__(self, trial_id: str, result: dict[str, Any]) -> bool:
+        return int(result.get("training_iteration", 0)) >= self.max_epochs
+
+    def stop_all(self) -> bool:
+        return False
