@@ -617,6 +617,11 @@ def _atomic(path: Path, write: Any) -> None:
             os.unlink(tmp)
 
 
+def write_bytes_atomic(path: Path, data: bytes) -> None:
+    """Bytes to ``path`` via a temporary file and a rename: never half-written."""
+    _atomic(path, lambda p: Path(p).write_bytes(data))
+
+
 def write_json_atomic(path: Path, data: Any) -> None:
     """JSON to ``path`` via a temporary file and a rename: never half-written."""
     _atomic(path, lambda p: Path(p).write_text(json.dumps(data, default=_json_default)))

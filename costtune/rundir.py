@@ -176,6 +176,8 @@ def keep_ray_state(run_dir: Path, seen: dict[str, tuple[int, int]]) -> None:
     experiment on resume. The copy (written to a temporary file, then renamed) is what
     :func:`repair_ray_state` puts back.
     """
+    from costtune.ledger import write_bytes_atomic
+
     experiment = run_dir / EXPERIMENT_NAME
     for path in experiment.glob(_RAY_STATE_GLOB):
         try:
@@ -189,11 +191,7 @@ def keep_ray_state(run_dir: Path, seen: dict[str, tuple[int, int]]) -> None:
         if data is None:
             continue  # mid-write: the next step sees it whole
         seen[path.name] = key
-        copies = run_dir / RAY_STATE_COPIES
-        copies.mkdir(exist_ok=True)
-        partial = copies / f".{path.name}.partial"
-        partial.write_bytes(data)
-        os.replace(partial, copies / path.name)
+        write_bytes_atomic(run_dir / RAY_STATE_COPIES / path.name, data)
 
 
 def repair_ray_state(run_dir: Path) -> str | None:
@@ -203,6 +201,8 @@ def repair_ray_state(run_dir: Path) -> str | None:
     with no complete copy is set aside (``.corrupt``) when an older state file can stand in;
     with none, the resume is refused in one line (Tune would restart the whole sweep).
     """
+    from costtune.ledger import write_bytes_atomic
+
     experiment = run_dir / EXPERIMENT_NAME
     states = sorted(experiment.glob(_RAY_STATE_GLOB))
     if not states or _complete_json(states[-1]) is not None:
@@ -210,9 +210,7 @@ def repair_ray_state(run_dir: Path) -> str | None:
     newest = states[-1]
     copy = _complete_json(run_dir / RAY_STATE_COPIES / newest.name)
     if copy is not None:
-        partial = newest.with_name(f".{newest.name}.partial")
-        partial.write_bytes(copy)
-        os.replace(partial, newest)
+        write_bytes_atomic(newest, copy)
         return (
             f"Ray's run state {newest.name} was cut off by the interruption; put back its last complete copy"
         )
