@@ -9,8 +9,10 @@ stale lock behind.
 from __future__ import annotations
 
 import fcntl
+import io
 import json
 import os
+import zipfile
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -154,9 +156,10 @@ def disk_full(directory: Path, reserve: int = DISK_RESERVE_BYTES) -> str | None:
     return f"disk full: the filesystem holding {directory} has {free} bytes free"
 
 
-#: where a run keeps the last complete copy of each of Ray's experiment-state files
+#: where a run keeps the last complete snapshot of Ray's experiment state
 RAY_STATE_COPIES = ".ray_state"
 _RAY_STATE_GLOB = "experiment_state-*.json"
+_STATE_PREFIX = "experiment_state-"
 
 
 def _complete_json(path: Path) -> bytes | None:
@@ -168,52 +171,121 @@ def _complete_json(path: Path) -> bytes | None:
     return data
 
 
-def keep_ray_state(run_dir: Path, seen: dict[str, tuple[int, int]]) -> None:
-    """Copy each of Ray's experiment-state files that changed since ``seen`` and is complete.
+def _session(state: Path) -> str:
+    """``2026-12-01_10-00-00`` of ``experiment_state-2026-12-01_10-00-00.json``."""
+    return state.name[len(_STATE_PREFIX) : -len(".json")]
 
-    Tune rewrites its experiment state in place (open, truncate, write): a driver killed
-    during the write leaves an empty or cut file, and Tune then silently restarts the
-    experiment on resume. The copy (written to a temporary file, then renamed) is what
-    :func:`repair_ray_state` puts back.
+
+def _session_files(experiment: Path, session: str) -> dict[str, Path]:
+    """What one of Tune's saves writes for ``session``: the experiment state, the searcher's
+    (``search_gen_state-``, ``searcher-state-``, ``basic-variant-state-``) and the callbacks'
+    states, each named ``<what>-<session>.<json|pkl>`` (``tmp-`` files are Tune's own half-writes)."""
+    return {
+        p.name: p
+        for suffix in (".json", ".pkl")
+        for p in experiment.glob(f"*-{session}{suffix}")
+        if not p.name.startswith("tmp-")
+    }
+
+
+def _snapshot_path(run_dir: Path, session: str) -> Path:
+    return run_dir / RAY_STATE_COPIES / f"snapshot-{session}.zip"
+
+
+def _read_snapshot(path: Path) -> dict[str, bytes] | None:
+    try:
+        with zipfile.ZipFile(path) as archive:
+            files = {name: archive.read(name) for name in archive.namelist()}
+    except (OSError, zipfile.BadZipFile, KeyError, EOFError):
+        return None
+    return files if any(name.startswith(_STATE_PREFIX) for name in files) else None
+
+
+def keep_ray_state(run_dir: Path, seen: dict[str, tuple[int, int]]) -> None:
+    """Snapshot Ray's experiment state after each of Tune's saves, whole and consistent.
+
+    One save writes several files in turn: the experiment state (rewritten in place: open,
+    truncate, write), then the searcher's state and its count of trials created. A kill
+    between or during those writes leaves a set that disagrees (a cut file; or a searcher
+    that counts one trial more or fewer than the experiment holds, and a resume that ends
+    with 5 trials or 7 instead of 6). Called after each step of Tune's loop, when the save
+    has completed, this copies the whole set into one zip written atomically (temporary
+    file, rename): what :func:`repair_ray_state` puts back.
     """
     from costtune.ledger import write_bytes_atomic
 
     experiment = run_dir / EXPERIMENT_NAME
-    for path in experiment.glob(_RAY_STATE_GLOB):
+    for state in experiment.glob(_RAY_STATE_GLOB):
+        files = _session_files(experiment, _session(state))
         try:
-            stat = path.stat()
+            stats = {name: path.stat() for name, path in files.items()}
         except OSError:
             continue
-        key = (stat.st_mtime_ns, stat.st_size)
-        if seen.get(path.name) == key:
+        key = (max(st.st_mtime_ns for st in stats.values()), sum(st.st_size for st in stats.values()))
+        if seen.get(state.name) == key:
             continue
-        data = _complete_json(path)
-        if data is None:
-            continue  # mid-write: the next step sees it whole
-        seen[path.name] = key
-        write_bytes_atomic(run_dir / RAY_STATE_COPIES / path.name, data)
+        if _complete_json(state) is None:
+            continue  # mid-write (a save outside Tune's loop): the next step sees it whole
+        buffer = io.BytesIO()
+        with zipfile.ZipFile(buffer, "w") as archive:
+            for name, path in sorted(files.items()):
+                try:
+                    archive.writestr(name, path.read_bytes())
+                except OSError:
+                    return
+        seen[state.name] = key
+        write_bytes_atomic(_snapshot_path(run_dir, _session(state)), buffer.getvalue())
 
 
 def repair_ray_state(run_dir: Path) -> str | None:
-    """Before a resume: put back Ray's newest experiment state if a kill cut it off.
+    """Before a resume: make Ray's newest experiment state whole and consistent again.
 
-    Returns a one-line note of what was repaired (``None``: nothing to repair). A cut file
-    with no complete copy is set aside (``.corrupt``) when an older state file can stand in;
-    with none, the resume is refused in one line (Tune would restart the whole sweep).
+    If the files of Tune's newest save differ from the last snapshot (:func:`keep_ray_state`)
+    the kill landed inside a save: the snapshot is put back, all files together. Returns a
+    one-line note of what was repaired (``None``: nothing to repair). A cut file with no
+    snapshot is set aside (``.corrupt``) when an older state file can stand in; with none,
+    the resume is refused in one line (Tune would restart the whole sweep).
     """
     from costtune.ledger import write_bytes_atomic
 
     experiment = run_dir / EXPERIMENT_NAME
     states = sorted(experiment.glob(_RAY_STATE_GLOB))
-    if not states or _complete_json(states[-1]) is not None:
+    if not states:
         return None
     newest = states[-1]
-    copy = _complete_json(run_dir / RAY_STATE_COPIES / newest.name)
-    if copy is not None:
-        write_bytes_atomic(newest, copy)
+    whole = _complete_json(newest) is not None
+    snapshot = _read_snapshot(_snapshot_path(run_dir, _session(newest)))
+    if snapshot is None and any(_read_snapshot(_snapshot_path(run_dir, _session(p))) for p in states[:-1]):
+        # a resumed session killed inside its first save: back to the session before it
+        for path in _session_files(experiment, _session(newest)).values():
+            os.replace(path, path.with_name(path.name + ".unsaved"))
+        repair_ray_state(run_dir)
         return (
-            f"Ray's run state {newest.name} was cut off by the interruption; put back its last complete copy"
+            f"Ray's run state {newest.name} was caught in its first save by the interruption; "
+            f"resuming from {states[-2].name}"
         )
+    if snapshot is None:  # a run from before snapshots: a copy of the state file alone
+        copy = _complete_json(run_dir / RAY_STATE_COPIES / newest.name)
+        snapshot = {newest.name: copy} if copy is not None and not whole else None
+    if snapshot is not None:
+        live = {
+            name: path.read_bytes() for name, path in _session_files(experiment, _session(newest)).items()
+        }
+        if whole and all(live.get(name) == data for name, data in snapshot.items()):
+            return None
+        for name, data in snapshot.items():
+            write_bytes_atomic(experiment / name, data)
+        if not whole:
+            return (
+                f"Ray's run state {newest.name} was cut off by the interruption; "
+                "put back its last complete copy"
+            )
+        return (
+            f"Ray's run state {newest.name} was caught mid-save by the interruption; "
+            "put back its last complete snapshot"
+        )
+    if whole:
+        return None
     older = [p for p in states[:-1] if _complete_json(p) is not None]
     if older:
         os.replace(newest, newest.with_name(newest.name + ".corrupt"))

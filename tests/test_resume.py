@@ -152,7 +152,8 @@ def test_a_resume_puts_back_rays_state_file_that_the_kill_cut_off(ray_session, t
     puts back costtune's last complete copy, says so in one line, and finishes the sweep."""
     run = _killed_run(tmp_path, "cut")
     states = sorted((run / "ray").glob("experiment_state-*.json"))
-    assert states and (run / ".ray_state" / states[-1].name).is_file()
+    session = states[-1].name.removeprefix("experiment_state-").removesuffix(".json")
+    assert states and (run / ".ray_state" / f"snapshot-{session}.zip").is_file()
     states[-1].write_text("")  # what the kill leaves when it lands in Tune's write
     with pytest.warns(UserWarning, match="was cut off by the interruption; put back its last complete copy"):
         result = resume_sweep(run)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 import yaml
@@ -98,23 +99,91 @@ def test_an_impossible_sweep_fails_fast_and_leaves_nothing(ray_session, tmp_path
     assert not (tmp_path / "run").exists()
 
 
-def test_a_cut_ray_state_is_put_back_from_its_last_complete_copy(tmp_path) -> None:
-    from costtune.rundir import RAY_STATE_COPIES, keep_ray_state, repair_ray_state
+def _tune_save(experiment: Path, session: str, trials: int) -> None:
+    """What one of Tune's saves writes: the experiment state, then the searcher's files."""
+    (experiment / f"experiment_state-{session}.json").write_text(
+        json.dumps({"trial_data": list(range(trials))})
+    )
+    (experiment / f"searcher-state-{session}.pkl").write_bytes(b"optuna:%d" % trials)
+    (experiment / f"search_gen_state-{session}.json").write_text(json.dumps({"counter": trials}))
+
+
+def _state(experiment: Path, session: str) -> tuple[int, bytes, int]:
+    return (
+        len(json.loads((experiment / f"experiment_state-{session}.json").read_text())["trial_data"]),
+        (experiment / f"searcher-state-{session}.pkl").read_bytes(),
+        json.loads((experiment / f"search_gen_state-{session}.json").read_text())["counter"],
+    )
+
+
+def test_a_cut_ray_state_is_put_back_from_its_last_complete_snapshot(tmp_path) -> None:
+    from costtune.rundir import keep_ray_state, repair_ray_state
+
+    experiment = tmp_path / "ray"
+    experiment.mkdir()
+    session = "2026-12-01_10-00-00"
+    _tune_save(experiment, session, 2)
+    seen: dict = {}
+    keep_ray_state(tmp_path, seen)
+    assert repair_ray_state(tmp_path) is None  # whole and snapshotted: nothing to do
+    state = experiment / f"experiment_state-{session}.json"
+    state.write_text('{"trial_data": [1, 2, ')  # cut mid-write: never snapshotted over the good one
+    keep_ray_state(tmp_path, seen)
+    state.write_text("")  # the kill's truncation
+    note = repair_ray_state(tmp_path)
+    assert note is not None and state.name in note and "cut off" in note
+    assert _state(experiment, session) == (2, b"optuna:2", 2)
+    assert repair_ray_state(tmp_path) is None  # repaired once
+
+
+def test_a_kill_between_the_files_of_one_save_resumes_from_the_last_whole_save(tmp_path) -> None:
+    """Tune writes the experiment state, then the searcher's state and its trial count. A kill
+    in between leaves an experiment of 3 trials and a searcher that counts 2 (Tune would create
+    one trial too many; or too few the other way round): the last whole save is put back."""
+    from costtune.rundir import keep_ray_state, repair_ray_state
+
+    experiment = tmp_path / "ray"
+    experiment.mkdir()
+    session = "2026-12-01_10-00-00"
+    _tune_save(experiment, session, 2)
+    keep_ray_state(tmp_path, {})
+    (experiment / f"experiment_state-{session}.json").write_text(json.dumps({"trial_data": [0, 1, 2]}))
+    note = repair_ray_state(tmp_path)  # the kill landed here, before the searcher's files
+    assert note is not None and "mid-save" in note
+    assert _state(experiment, session) == (2, b"optuna:2", 2)
+
+
+def test_a_resumed_session_killed_in_its_first_save_resumes_from_the_session_before(tmp_path) -> None:
+    from costtune.rundir import keep_ray_state, repair_ray_state
+
+    experiment = tmp_path / "ray"
+    experiment.mkdir()
+    first, second = "2026-12-01_10-00-00", "2026-12-01_11-00-00"
+    _tune_save(experiment, first, 3)
+    keep_ray_state(tmp_path, {})
+    (experiment / f"experiment_state-{second}.json").write_text(json.dumps({"trial_data": [0, 1, 2, 3]}))
+    note = repair_ray_state(tmp_path)
+    assert note is not None and first in note
+    assert sorted(p.name for p in experiment.glob("experiment_state-*.json")) == [
+        f"experiment_state-{first}.json"
+    ]
+    assert (experiment / f"experiment_state-{second}.json.unsaved").exists()  # set aside, not deleted
+    assert _state(experiment, first) == (3, b"optuna:3", 3)
+
+
+def test_a_run_from_before_snapshots_still_gets_its_cut_state_put_back(tmp_path) -> None:
+    from costtune.rundir import RAY_STATE_COPIES, repair_ray_state
 
     experiment = tmp_path / "ray"
     experiment.mkdir()
     state = experiment / "experiment_state-2026-12-01_10-00-00.json"
+    (tmp_path / RAY_STATE_COPIES).mkdir()
+    (tmp_path / RAY_STATE_COPIES / state.name).write_text(json.dumps({"trial_data": [1]}))
     state.write_text(json.dumps({"trial_data": [1, 2]}))
-    seen: dict = {}
-    keep_ray_state(tmp_path, seen)
-    assert repair_ray_state(tmp_path) is None  # whole: nothing to do
-    state.write_text('{"trial_data": [1, 2, ')  # cut mid-write: not copied over the good copy
-    keep_ray_state(tmp_path, seen)
-    assert json.loads((tmp_path / RAY_STATE_COPIES / state.name).read_text()) == {"trial_data": [1, 2]}
-    state.write_text("")  # the kill's truncation
-    note = repair_ray_state(tmp_path)
-    assert note is not None and state.name in note
-    assert json.loads(state.read_text()) == {"trial_data": [1, 2]}
+    assert repair_ray_state(tmp_path) is None  # whole: the old copy is not forced over it
+    state.write_text("")
+    assert "cut off" in (repair_ray_state(tmp_path) or "")
+    assert json.loads(state.read_text()) == {"trial_data": [1]}
 
 
 def test_a_cut_ray_state_without_a_copy_falls_back_to_an_older_one_or_is_refused(tmp_path) -> None:
