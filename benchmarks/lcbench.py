@@ -221,6 +221,8 @@ def parse_variant(method: str) -> tuple[str, dict[str, Any]]:
     (RELATIVE_RULE; default 0.1); ``s``: it spares the trial holding the sweep's best.
     ``q<K>`` (costtune-hb-tpe): TPE proposes K configurations and the one predicted cheapest per
     epoch starts (``costtune.policy.epoch_cost``, learned from the epochs run so far).
+    ``a<m>`` (any costtune-hb method): the scheduler's look-ahead between rungs, m trials of
+    evidence (``AsyncHyperband(lookahead=m)``); ``a0``: off.
     """
     base, _, spec = method.partition(":")
     kwargs: dict[str, Any] = {}
@@ -238,11 +240,13 @@ def parse_variant(method: str) -> tuple[str, dict[str, Any]]:
         kwargs["cheapest_of"] = int(value)
     for value in re.findall(r"r([0-9.]+)", spec):
         kwargs["relative_roi"] = float(value)
+    for value in re.findall(r"a([0-9]+)", spec):
+        kwargs["lookahead"] = int(value) or None
     if "s" in spec:
         kwargs["spare_best"] = True
     if "d" in spec:
         kwargs["tell_predicted"] = True
-    spec = re.sub(r"o[0-9.]+|n[0-9]+|q[0-9]+|r[0-9.]+|d|s", "", spec)
+    spec = re.sub(r"o[0-9.]+|n[0-9]+|q[0-9]+|r[0-9.]+|a[0-9]+|d|s", "", spec)
     for key, value in re.findall(r"([gebpk])([0-9]+|[lcpf])", spec):
         if key == "k":
             kwargs["keep"] = {"c": "ceil", "f": "floor"}[value]

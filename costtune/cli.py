@@ -18,6 +18,7 @@ from typing import Any, NoReturn
 import click
 
 from costtune.errors import ConfigError, CosttuneError
+from costtune.policy.hyperband import LOOKAHEAD_DEFAULT
 
 EXIT_FAILED = 1
 EXIT_USAGE = 2
@@ -606,6 +607,14 @@ def watch_idle(
     help="ceil: ⌈n/eta⌉ of a rung go on; floor: max(1, ⌊n/eta⌋).",
 )
 @click.option(
+    "--lookahead",
+    type=click.IntRange(min=0),
+    default=LOOKAHEAD_DEFAULT or 0,
+    show_default=True,
+    help="m: between rungs, stop a trial at least as bad as m trials that were behind every trial "
+    "in the next rung's cut at the same epoch (0: off).",
+)
+@click.option(
     "--searcher",
     type=click.Choice(["order", "random", "tpe"]),
     default="order",
@@ -647,6 +656,7 @@ def replay(
     brackets: int | None,
     promotion: str,
     keep: str,
+    lookahead: int,
     searcher: str,
     seed: int,
     stopping: str,
@@ -683,7 +693,7 @@ def replay(
         table = list(load_curves(str(curves.resolve())).values())
         longest = max(c.epochs for c in table)
         policy = (
-            AsyncHyperband(longest, grace_epochs, eta, brackets, promotion, keep)
+            AsyncHyperband(longest, grace_epochs, eta, brackets, promotion, keep, lookahead or None)
             if scheduler == "hyperband"
             else None
         )
@@ -738,6 +748,7 @@ def replay(
         "rho": rho if stopping == "relative" else None,
         "budget_usd": budget,
         "keep": keep,
+        "lookahead": lookahead or None,
     }
     if as_json:
         click.echo(

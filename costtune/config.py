@@ -20,6 +20,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from costtune.cost import CostModel, canonical_device
 from costtune.errors import ConfigError
+from costtune.policy.hyperband import LOOKAHEAD_DEFAULT
 
 
 def _shipped(installed: str, in_repository: str) -> Path:
@@ -125,6 +126,12 @@ class SchedulerConfig(_Strict):
     promotion: Literal["cost_share", "loss", "pareto"] = "loss"
     keep: Literal["ceil", "floor"] = Field(
         "floor", description="floor: max(1, ⌊n/eta⌋) of a rung go on (Optuna); ceil: ⌈n/eta⌉ (ASHA)"
+    )
+    lookahead: int | None = Field(
+        LOOKAHEAD_DEFAULT,
+        ge=1,
+        description="m: between rungs, stop a trial at least as bad as m trials that reached the next "
+        "rung and were, at the same epoch, behind every trial in its cut; null: off",
     )
     # population-based training
     perturbation_interval: int = Field(5, ge=1)

@@ -356,6 +356,7 @@ def _run(
             brackets=config.scheduler.brackets,
             promotion=config.scheduler.promotion,
             keep=config.scheduler.keep,
+            lookahead=config.scheduler.lookahead,
             cost_model=cost_model,
             seconds_field=config.cost.time_field,
             governor=governor,

@@ -18,6 +18,7 @@ class StopReason(str, Enum):
     """Why a trial ended; the ``stop_reason`` column of ``trials.csv``."""
 
     RUNG_PRUNED = "rung_pruned"
+    LOOKAHEAD_PRUNED = "lookahead_pruned"  # between rungs: trials as bad as it all missed the next cut
     MARGINAL_ROI = "marginal_roi"
     OUTLOOK = "outlook"  # its optimistic learning-curve outlook cannot beat the sweep's best
     PATIENCE = "patience"

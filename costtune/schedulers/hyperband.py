@@ -50,6 +50,9 @@ class CostAwareHyperBand(GovernedMixin, FIFOScheduler):
         promotion: ``loss`` (default), ``cost_share`` or ``pareto``.
         keep: ``floor`` (default: max(1, ⌊n/η⌋) of a rung go on, as Optuna's pruners)
             or ``ceil`` (⌈n/η⌉, as ASHA).
+        lookahead: m: between rungs, stop a trial at least as bad as m trials that reached
+            its next rung and were, at the same epoch, behind every trial in that rung's
+            cut (:class:`~costtune.policy.AsyncHyperband`); ``None``: off.
         cost_model: prices; default A100 at $2.50 per GPU-hour, CPU per core-hour.
         time_attr: result field that counts epochs (default ``training_iteration``).
         seconds_field: result field of metered seconds (default ``time_total_s``;
@@ -74,6 +77,7 @@ class CostAwareHyperBand(GovernedMixin, FIFOScheduler):
         brackets: int | None = 1,
         promotion: PromotionRule | str = PromotionRule.LOSS,
         keep: str = "floor",
+        lookahead: int | None = None,
         cost_model: CostModel | None = None,
         time_attr: str = "training_iteration",
         seconds_field: str = "time_total_s",
@@ -89,7 +93,7 @@ class CostAwareHyperBand(GovernedMixin, FIFOScheduler):
             raise ConfigError(f"mode: must be 'min' or 'max', got {mode!r}")
         self._metric = metric
         self._mode = mode
-        self.policy = AsyncHyperband(max_epochs, grace_epochs, eta, brackets, promotion, keep)
+        self.policy = AsyncHyperband(max_epochs, grace_epochs, eta, brackets, promotion, keep, lookahead)
         self.cost_model = cost_model or CostModel()
         self.time_attr = time_attr
         self.seconds_field = seconds_field

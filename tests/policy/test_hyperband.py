@@ -163,3 +163,91 @@ def test_saved_rung_state_is_refused_by_a_scheduler_of_another_geometry() -> Non
         AsyncHyperband(max_epochs=27, grace_epochs=1, eta=4).load_state_dict(state)
     with pytest.raises(ConfigError, match=r"keep 'floor' then, 'ceil' now"):
         AsyncHyperband(max_epochs=27, grace_epochs=1, eta=3, keep="ceil").load_state_dict(state)
+
+
+# ----------------------------------------------------------------- look-ahead between rungs
+def _lookahead_curves(n: int, informative: bool = True) -> dict[str, list[float]]:
+    """n trials, 10 epochs each (rungs at 5 and 25 for η = 5): trial i starts at loss 1 + i/n
+    and ends by its rank. Informative: epoch-1 rank = epoch-5 rank. Not: reversed."""
+    curves = {}
+    for i in range(n):
+        start = 1.0 + i / n
+        end = 0.5 + (i if informative else n - i) / (10 * n)
+        curves[f"t{i:03d}"] = [start + (end - start) * (e - 1) / 4 if e <= 5 else end for e in range(1, 11)]
+    return curves
+
+
+def test_lookahead_stops_a_trial_that_all_trials_as_bad_missed_the_next_rung_with() -> None:
+    policy = AsyncHyperband(max_epochs=50, grace_epochs=5, eta=5, lookahead=10)
+    curves = _lookahead_curves(30)  # arriving best first: each new trial is the worst yet
+    log = {t: (e, r) for t, e, r in _run_one_worker(policy, curves)}
+    # t012 is the first with 10 trials behind the cut before it: the rung holds 12, the cut
+    # keeps 2 (t000, t001), and t002–t011 were all worse at epoch 1 than those 2
+    pruned = sorted(t for t, (_, r) in log.items() if r is StopReason.LOOKAHEAD_PRUNED)
+    assert pruned == [f"t{i:03d}" for i in range(12, 30)]
+    assert all(log[t][0] == 1 for t in pruned)  # at epoch 1: 4 epochs of 5 not paid for
+    assert log["t011"] == (5, StopReason.RUNG_PRUNED)
+    # one as good as a trial within the cut goes on to its rung; one behind it does not
+    for trial, loss, decision in (
+        ("good", curves["t001"][0], Decision.CONTINUE),
+        ("bad", 9.9, Decision.STOP),
+    ):
+        policy.on_add(trial)
+        assert policy.on_result(trial, 1, loss, 1.0) is decision
+
+
+def test_lookahead_does_not_fire_where_early_ranks_say_nothing() -> None:
+    """Reversed curves: the worst at epoch 1 end best. A trial as bad as any at epoch 1 is kept,
+    because trials that were as bad made the cut; that is read from the sweep's own curves."""
+    policy = AsyncHyperband(max_epochs=50, grace_epochs=5, eta=5, lookahead=5)
+    curves = _lookahead_curves(30, informative=False)
+    _run_one_worker(policy, curves)
+    policy.on_add("late")
+    assert policy.on_result("late", 1, curves["t029"][0] + 1, 1.0) is Decision.CONTINUE
+
+
+def test_lookahead_needs_m_trials_of_evidence() -> None:
+    curves = _lookahead_curves(30)
+    # the first trial stopped is the n-th, n the first rung size with n − max(1, ⌊n/5⌋) ≥ m
+    for m, pruned in ((40, 0), (20, 30 - 24), (10, 30 - 12), (3, 30 - 4)):
+        policy = AsyncHyperband(max_epochs=50, grace_epochs=5, eta=5, lookahead=m)
+        log = _run_one_worker(policy, curves)
+        assert sum(r is StopReason.LOOKAHEAD_PRUNED for _, _, r in log) == pruned, m
+
+
+@settings(max_examples=30, deadline=None)
+@given(st.floats(0.01, 100), st.floats(-5, 5), st.sampled_from(["exp", "square", "affine"]))
+def test_lookahead_decisions_depend_only_on_the_order_of_losses(scale, shift, shape) -> None:
+    """Only comparisons of losses enter the rule (and the rungs): any increasing transform of
+    the metric gives the same decisions, so the rule has no units to set."""
+    import math
+
+    transform = {
+        "exp": lambda x: math.exp(scale * x),
+        "square": lambda x: (x + 10) ** 2,
+        "affine": lambda x: scale * x + shift,
+    }[shape]
+    curves = _lookahead_curves(40)
+    curves.update({f"u{i}": [1.5 + 0.1 * ((i * 7) % 5)] * 10 for i in range(10)})
+    moved = {t: [transform(x) for x in c] for t, c in curves.items()}
+    a = _run_one_worker(AsyncHyperband(max_epochs=50, grace_epochs=5, eta=5, lookahead=5), curves)
+    b = _run_one_worker(AsyncHyperband(max_epochs=50, grace_epochs=5, eta=5, lookahead=5), moved)
+    assert a == b and any(r is StopReason.LOOKAHEAD_PRUNED for _, _, r in a)
+
+
+def test_lookahead_state_survives_a_round_trip() -> None:
+    curves = _lookahead_curves(30)
+    policy = AsyncHyperband(max_epochs=50, grace_epochs=5, eta=5, lookahead=10)
+    _run_one_worker(policy, curves)
+    restored = AsyncHyperband(max_epochs=50, grace_epochs=5, eta=5, lookahead=10)
+    restored.load_state_dict(json.loads(json.dumps(policy.state_dict())))
+    assert restored.curves == policy.curves
+    for p in (policy, restored):
+        p.on_add("late")
+    assert [p.on_result("late", 1, curves["t020"][0], 1.0) for p in (policy, restored)] == [Decision.STOP] * 2
+
+
+@pytest.mark.parametrize("bad", [0, -3, True, 2.5, "10"])
+def test_lookahead_must_be_a_positive_integer(bad) -> None:
+    with pytest.raises(ConfigError, match=r"^scheduler\.lookahead: must be a positive integer"):
+        AsyncHyperband(max_epochs=50, lookahead=bad)
