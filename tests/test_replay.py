@@ -13,7 +13,14 @@ from click.testing import CliRunner
 from costtune.cli import main
 from costtune.curves import Curve, curves_from_frame, load_curves
 from costtune.errors import ConfigError
-from costtune.policy import AsyncHyperband, MarginalRoiStopping, OutlookRule, OutlookStopping, StoppingRule
+from costtune.policy import (
+    AsyncHyperband,
+    MarginalRoiStopping,
+    OutlookRule,
+    OutlookStopping,
+    StopReason,
+    StoppingRule,
+)
 from costtune.simulate import simulate
 from tests.policy.test_hyperband import CURVES
 
@@ -226,6 +233,32 @@ def test_relative_rule_in_a_ray_sweep_stops_like_the_simulator(ray_session, tabl
     stopped = {c for c, e in expected.items() if e < 9}
     assert stopped and len(stopped) < len(expected)  # it stops some, not all
     assert set(frame.index[frame["stop_reason"] == "marginal_roi"]) == stopped
+
+
+@pytest.mark.ray
+def test_lookahead_in_a_ray_sweep_stops_like_the_simulator(ray_session, tmp_path) -> None:
+    """`scheduler.lookahead` in a real sweep: Ray's CostAwareHyperBand ends the same trials at
+    the same epochs as the pure policy in the simulator fed the same events, with stop_reason
+    `lookahead_pruned` before the first rung is paid for."""
+    curves = {f"c{i}": [1.0 + i / 10 - 0.01 * e for e in range(1, 10)] for i in range(7)}
+    path = tmp_path / "curves.csv"
+    _table(curves, dict.fromkeys(curves, 600.0)).to_csv(path, index=False)
+    scheduler = {"grace_epochs": 3, "eta": 3, "brackets": 1, "lookahead": 2}
+    frame, ran = _replay_in_ray(
+        path,
+        tmp_path / "run",
+        scheduler=scheduler,
+        search_space={"config_id": {"type": "choice", "values": list(curves)}},
+    )
+    table = load_curves(str(path))
+    policy = AsyncHyperband(max_epochs=9, grace_epochs=3, eta=3, brackets=1, lookahead=2)
+    expected = simulate([table[c] for c in ran], policy, workers=1).stopped_at
+    assert frame["epochs"].to_dict() == expected
+    looked = {c for c in expected if policy.stop_reason(c) is StopReason.LOOKAHEAD_PRUNED}
+    assert looked and all(expected[c] < 3 for c in looked)
+    assert set(frame.index[frame["stop_reason"] == "lookahead_pruned"]) == looked
+    if ran == list(curves):  # grid order, worked by hand: c0 goes on; c1, c2 pruned at rung 3;
+        assert expected == {"c0": 9, "c1": 3, "c2": 3, "c3": 1, "c4": 1, "c5": 1, "c6": 1}
 
 
 def test_lcbench_source_needs_its_data_directory(monkeypatch, tmp_path) -> None:
