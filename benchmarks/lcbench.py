@@ -223,6 +223,8 @@ def parse_variant(method: str) -> tuple[str, dict[str, Any]]:
     epoch starts (``costtune.policy.epoch_cost``, learned from the epochs run so far).
     ``a<m>`` (any costtune-hb method): the scheduler's look-ahead between rungs, m trials of
     evidence (``AsyncHyperband(lookahead=m)``); ``a0``: off.
+    ``w`` (costtune-hb-rel-tpe): the stopper waits for the scheduler's last rung
+    (``first_stop_epoch`` = 25): where rungs still judge a trial, the stopper does not.
     """
     base, _, spec = method.partition(":")
     kwargs: dict[str, Any] = {}
@@ -242,11 +244,13 @@ def parse_variant(method: str) -> tuple[str, dict[str, Any]]:
         kwargs["relative_roi"] = float(value)
     for value in re.findall(r"a([0-9]+)", spec):
         kwargs["lookahead"] = int(value) or None
+    if "w" in spec:
+        kwargs["wait_for_rungs"] = True
     if "s" in spec:
         kwargs["spare_best"] = True
     if "d" in spec:
         kwargs["tell_predicted"] = True
-    spec = re.sub(r"o[0-9.]+|n[0-9]+|q[0-9]+|r[0-9.]+|a[0-9]+|d|s", "", spec)
+    spec = re.sub(r"o[0-9.]+|n[0-9]+|q[0-9]+|r[0-9.]+|a[0-9]+|d|s|w", "", spec)
     for key, value in re.findall(r"([gebpk])([0-9]+|[lcpf])", spec):
         if key == "k":
             kwargs["keep"] = {"c": "ceil", "f": "floor"}[value]
@@ -537,10 +541,18 @@ def run_method(task: Task, seed: int, method: str) -> Trace:
     if base in ("costtune-hb-rel-tpe", "costtune-rel-tpe"):
         rho = float(kwargs.pop("relative_roi", RELATIVE_RULE.min_relative_roi))
         spare = bool(kwargs.pop("spare_best", False))
-        rule = MarginalRoiStopping(
-            dataclasses.replace(RELATIVE_RULE, min_relative_roi=rho, spare_best=spare, max_epochs=52)
-        )
+        wait = bool(kwargs.pop("wait_for_rungs", False))
         policy = AsyncHyperband(52, **kwargs) if base == "costtune-hb-rel-tpe" else None
+        last_rung = policy.rungs_by_bracket[0][-1] if wait and policy is not None else None
+        rule = MarginalRoiStopping(
+            dataclasses.replace(
+                RELATIVE_RULE,
+                min_relative_roi=rho,
+                spare_best=spare,
+                max_epochs=52,
+                first_stop_epoch=last_rung,
+            )
+        )
         return run_tpe_loop(task, seed, policy, rule, **tpe)
     if base == "costtune-hb-patience-tpe":
         rule = MarginalRoiStopping(PATIENCE_RULE)

@@ -162,8 +162,13 @@ class AsyncHyperband:
                 self.curves.setdefault(trial_id, {})[epoch] = float(loss)
                 self.version += 1
                 upcoming = next(r for r in ladder if r > epoch)
-                if self._hopeless(float(loss), epoch, self.rungs[state.bracket][upcoming]):
+                rung = self.rungs[state.bracket][upcoming]
+                if self._hopeless(float(loss), epoch, rung):
                     state.stop_reason = StopReason.LOOKAHEAD_PRUNED
+                    # it counts at the rung it was judged for, below the cut (loss +inf): the
+                    # rung still keeps 1/η of the trials that came to it, not 1/η of those
+                    # the look-ahead let through (which would tighten every later cut)
+                    rung.record(trial_id, RungEntry(loss=math.inf, cost_usd=float(cost_usd)))
                     return Decision.STOP
         return Decision.CONTINUE
 
@@ -186,8 +191,8 @@ class AsyncHyperband:
         then = [
             (v, _key(rung[t].loss) <= cutoff)
             for t in rung
-            if (v := self.curves.get(t, {}).get(epoch)) is not None
-        ]
+            if (v := self.curves.get(t, {}).get(epoch)) is not None and rung[t].loss != math.inf
+        ]  # evidence: trials that reached the rung, not those the look-ahead counted there
         best_made = max((v for v, made in then if made), default=-math.inf)
         behind = [v for v, _ in then if v > best_made]
         return len(behind) >= m and loss >= min(behind)

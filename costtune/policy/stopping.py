@@ -69,7 +69,11 @@ class StoppingRule:
             trial is never stopped on the relative rule). A trial that reaches it has
             completed: no rule stops it there.
         window_epochs: epochs the slope is measured over (and the median's span).
-        min_epochs: never stop on these rules before this many epochs.
+        min_epochs: never stop on these rules before this many epochs (and the epoch the
+            relative rule's baseline is read at).
+        first_stop_epoch: never stop before this epoch either (``None``: ``min_epochs``). A
+            sweep under CostAwareHyperBand sets it to the last rung: where rungs still judge
+            a trial against its peers, a pace rule does not overrule them.
     """
 
     patience_epochs: int | None = None
@@ -81,6 +85,7 @@ class StoppingRule:
     max_epochs: int | None = None
     window_epochs: int = 5
     min_epochs: int = 5
+    first_stop_epoch: int | None = None
 
     def __post_init__(self) -> None:
         if self.window_epochs < 1:
@@ -173,7 +178,9 @@ class MarginalRoiStopping:
         if epochs == rule.min_epochs and trial_id not in self._baselined:
             self._baselined.add(trial_id)
             bisect.insort(self._firsts, c.best_smooth[-1])
-        if epochs < rule.min_epochs or (rule.max_epochs is not None and epochs >= rule.max_epochs):
+        if epochs < max(rule.min_epochs, rule.first_stop_epoch or 0) or (
+            rule.max_epochs is not None and epochs >= rule.max_epochs
+        ):
             return None  # too early to judge, or done: a trial at max_epochs completed
         if rule.patience_epochs is not None and c.since_improvement >= rule.patience_epochs:
             return StopReason.PATIENCE

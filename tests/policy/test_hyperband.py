@@ -182,12 +182,20 @@ def test_lookahead_stops_a_trial_that_all_trials_as_bad_missed_the_next_rung_wit
     curves = _lookahead_curves(30)  # arriving best first: each new trial is the worst yet
     log = {t: (e, r) for t, e, r in _run_one_worker(policy, curves)}
     # t012 is the first with 10 trials behind the cut before it: the rung holds 12, the cut
-    # keeps 2 (t000, t001), and t002–t011 were all worse at epoch 1 than those 2
+    # keeps 2 (t000, t001), and t002–t011 were all worse at epoch 1 than those 2. A pruned
+    # trial still counts at its rung, below the cut, so the cut keeps max(1, ⌊n/5⌋) of all n
+    # trials: at n = 15 t002 is back in the cut, 9 are behind it, and t015 runs to the rung
+    # (the 10th again); so do t020 and t025. The rung's selectivity is Hyperband's, 1 in η.
     pruned = sorted(t for t, (_, r) in log.items() if r is StopReason.LOOKAHEAD_PRUNED)
-    assert pruned == [f"t{i:03d}" for i in range(12, 30)]
+    assert pruned == [f"t{i:03d}" for i in range(12, 30) if i % 5]
     assert all(log[t][0] == 1 for t in pruned)  # at epoch 1: 4 epochs of 5 not paid for
-    assert log["t011"] == (5, StopReason.RUNG_PRUNED)
-    # one as good as a trial within the cut goes on to its rung; one behind it does not
+    assert log["t015"] == log["t020"] == log["t025"] == (5, StopReason.RUNG_PRUNED)
+    rung = policy.rungs[0][5]
+    assert len(rung) == 30 and all(rung[t].loss == float("inf") for t in pruned)
+    # after t000–t028 (n = 29, the cut keeps 5, 10 behind it): one as good as a trial within
+    # the cut goes on to its rung; one worse than any seen (a diverged run) does not
+    policy = AsyncHyperband(max_epochs=50, grace_epochs=5, eta=5, lookahead=10)
+    _run_one_worker(policy, dict(list(curves.items())[:29]))
     for trial, loss, decision in (
         ("good", curves["t001"][0], Decision.CONTINUE),
         ("bad", 9.9, Decision.STOP),
@@ -208,8 +216,9 @@ def test_lookahead_does_not_fire_where_early_ranks_say_nothing() -> None:
 
 def test_lookahead_needs_m_trials_of_evidence() -> None:
     curves = _lookahead_curves(30)
-    # the first trial stopped is the n-th, n the first rung size with n − max(1, ⌊n/5⌋) ≥ m
-    for m, pruned in ((40, 0), (20, 30 - 24), (10, 30 - 12), (3, 30 - 4)):
+    # the first trial stopped is the n-th, n the first rung size with n − max(1, ⌊n/5⌋) ≥ m;
+    # after it, every trial that raises ⌊n/5⌋ (and so the cut) runs to the rung
+    for m, pruned in ((40, 0), (20, 5), (10, 15), (3, 22)):
         policy = AsyncHyperband(max_epochs=50, grace_epochs=5, eta=5, lookahead=m)
         log = _run_one_worker(policy, curves)
         assert sum(r is StopReason.LOOKAHEAD_PRUNED for _, _, r in log) == pruned, m
@@ -236,7 +245,7 @@ def test_lookahead_decisions_depend_only_on_the_order_of_losses(scale, shift, sh
 
 
 def test_lookahead_state_survives_a_round_trip() -> None:
-    curves = _lookahead_curves(30)
+    curves = _lookahead_curves(29)
     policy = AsyncHyperband(max_epochs=50, grace_epochs=5, eta=5, lookahead=10)
     _run_one_worker(policy, curves)
     restored = AsyncHyperband(max_epochs=50, grace_epochs=5, eta=5, lookahead=10)
@@ -244,7 +253,7 @@ def test_lookahead_state_survives_a_round_trip() -> None:
     assert restored.curves == policy.curves
     for p in (policy, restored):
         p.on_add("late")
-    assert [p.on_result("late", 1, curves["t020"][0], 1.0) for p in (policy, restored)] == [Decision.STOP] * 2
+    assert [p.on_result("late", 1, curves["t021"][0], 1.0) for p in (policy, restored)] == [Decision.STOP] * 2
 
 
 @pytest.mark.parametrize("bad", [0, -3, True, 2.5, "10"])
