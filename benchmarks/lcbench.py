@@ -225,6 +225,8 @@ def parse_variant(method: str) -> tuple[str, dict[str, Any]]:
     evidence (``AsyncHyperband(lookahead=m)``); ``a0``: off.
     ``w`` (costtune-hb-rel-tpe): the stopper waits for the scheduler's last rung
     (``first_stop_epoch`` = 25): where rungs still judge a trial, the stopper does not.
+    ``v``: a trial the look-ahead pruned is told to TPE at its estimated loss at the rung
+    (``AsyncHyperband.rung_estimate``), not at its last loss.
     """
     base, _, spec = method.partition(":")
     kwargs: dict[str, Any] = {}
@@ -246,11 +248,13 @@ def parse_variant(method: str) -> tuple[str, dict[str, Any]]:
         kwargs["lookahead"] = int(value) or None
     if "w" in spec:
         kwargs["wait_for_rungs"] = True
+    if "v" in spec:
+        kwargs["tell_estimate"] = True
     if "s" in spec:
         kwargs["spare_best"] = True
     if "d" in spec:
         kwargs["tell_predicted"] = True
-    spec = re.sub(r"o[0-9.]+|n[0-9]+|q[0-9]+|r[0-9.]+|a[0-9]+|d|s|w", "", spec)
+    spec = re.sub(r"o[0-9.]+|n[0-9]+|q[0-9]+|r[0-9.]+|a[0-9]+|d|s|w|v", "", spec)
     for key, value in re.findall(r"([gebpk])([0-9]+|[lcpf])", spec):
         if key == "k":
             kwargs["keep"] = {"c": "ceil", "f": "floor"}[value]
@@ -287,6 +291,7 @@ def run_tpe_loop(
     outlook: OutlookStopping | None = None,
     cheapest_of: int = 1,
     tell_predicted: bool = False,
+    tell_estimate: bool = False,
 ) -> Trace:
     """A costtune policy on the simulator with Optuna's TPE asked and told in the loop.
 
@@ -334,7 +339,10 @@ def run_tpe_loop(
         curve = by_id[config_id]
         if epoch >= 52:
             finished.append(curve)
-        if tell_pruned and epoch < 52:
+        estimate = policy.rung_estimate(config_id) if tell_estimate and policy is not None else None
+        if estimate is not None:
+            study.tell(trial, estimate)
+        elif tell_pruned and epoch < 52:
             trial.report(loss, epoch)
             study.tell(trial, state=optuna.trial.TrialState.PRUNED)
         elif tell_predicted and epoch < 52 and len(finished) >= 3:
@@ -514,7 +522,11 @@ def run_ray(task: Task, seed: int, method: str, stream_length: int = 1500) -> Tr
 def run_method(task: Task, seed: int, method: str) -> Trace:
     base, kwargs = parse_variant(method)
     multivariate = kwargs.pop("multivariate", None)  # None: each side's default (see parse_variant)
-    tpe = {"tell_pruned": bool(kwargs.pop("tell_pruned", False)), "multivariate": bool(multivariate)}
+    tpe = {
+        "tell_pruned": bool(kwargs.pop("tell_pruned", False)),
+        "multivariate": bool(multivariate),
+        "tell_estimate": bool(kwargs.pop("tell_estimate", False)),
+    }
     if base == "grid":
         return task.grid_trace
     if base == "random":

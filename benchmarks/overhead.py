@@ -165,6 +165,29 @@ def decision_latency(trials: int, epochs: int = 52, relative: bool = False) -> t
     return statistics.median(took), took[int(0.99 * (len(took) - 1))]
 
 
+def lookahead_latency(trials: int, lookahead: int | None, epochs: int = 52) -> tuple[float, float]:
+    """Median and p99 seconds of one decision of the rungs (grace 5, η 5, keep floor) with the
+    look-ahead (m = ``lookahead``) + the relative-ROI stopper, when ``trials`` trials run one
+    after another (one worker: the rungs fill to ``trials`` entries, the look-ahead's worst
+    case), each until it is stopped. Curves: loss = final + 1/√epoch, finals random."""
+    rng = random.Random(0)
+    policy = AsyncHyperband(max_epochs=epochs, grace_epochs=5, eta=5, keep="floor", lookahead=lookahead)
+    stopper = MarginalRoiStopping(StoppingRule(min_relative_roi=0.3, spare_best=True, max_epochs=epochs))
+    took: list[float] = []
+    for i in range(trials):
+        final = rng.random()
+        for epoch in range(1, epochs + 1):
+            loss = final + 1.0 / epoch**0.5
+            started = time.perf_counter()
+            stop = stopper.on_result(f"t{i}", loss, epoch / 3600, epoch * 2.5 / 3600) is not None
+            stop = policy.on_result(f"t{i}", epoch, loss, float(epoch)) is Decision.STOP or stop
+            took.append(time.perf_counter() - started)
+            if stop:
+                break
+    took.sort()
+    return statistics.median(took), took[int(0.99 * (len(took) - 1))]
+
+
 def pareto_check_ms(trials: int, repeats: int = 20) -> float:
     """Median milliseconds of one Pareto-rule promotion check in a rung of ``trials`` trials."""
     rng = random.Random(1)
@@ -184,6 +207,12 @@ def latency_table() -> None:
         for n in (100, 1_000):
             median, p99 = decision_latency(n, relative=relative)
             print(f"{name:>22}{n:>8,}{1e6 * median:>11.1f}{1e6 * p99:>9.1f}")
+    print("\none worker, trials one after another (rungs fill up), + relative ROI (ρ 0.3)")
+    print(f"{'look-ahead':>22}{'trials':>8}{'median µs':>11}{'p99 µs':>9}")
+    for m in (None, 10):
+        for n in (100, 1_000):
+            median, p99 = lookahead_latency(n, m)
+            print(f"{'off' if m is None else f'm = {m}':>22}{n:>8,}{1e6 * median:>11.1f}{1e6 * p99:>9.1f}")
     print("\nPareto promotion check (non-dominated sorting of (loss, dollars) in the rung)")
     for n in (100, 1_000, 10_000):
         print(f"{n:>8,} trials: {pareto_check_ms(n):.2f} ms per check")

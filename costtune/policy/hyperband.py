@@ -114,6 +114,8 @@ class AsyncHyperband:
         self.trials: dict[str, TrialState] = {}
         #: each trial's loss by epoch, below its bracket's last rung (what ``lookahead`` reads)
         self.curves: dict[str, dict[int, float]] = {}
+        #: a look-ahead-pruned trial's estimated loss at the rung it was judged for
+        self.estimates: dict[str, float] = {}
         #: bumped whenever the state changes in a way a resumed sweep must not lose
         self.version = 0
 
@@ -163,8 +165,10 @@ class AsyncHyperband:
                 self.version += 1
                 upcoming = next(r for r in ladder if r > epoch)
                 rung = self.rungs[state.bracket][upcoming]
-                if self._hopeless(float(loss), epoch, rung):
+                estimate = self._hopeless(float(loss), epoch, rung)
+                if estimate is not None:
                     state.stop_reason = StopReason.LOOKAHEAD_PRUNED
+                    self.estimates[trial_id] = estimate
                     # it counts at the rung it was judged for, below the cut (loss +inf): the
                     # rung still keeps 1/η of the trials that came to it, not 1/η of those
                     # the look-ahead let through (which would tighten every later cut)
@@ -172,7 +176,7 @@ class AsyncHyperband:
                     return Decision.STOP
         return Decision.CONTINUE
 
-    def _hopeless(self, loss: float, epoch: int, rung: Rung) -> bool:
+    def _hopeless(self, loss: float, epoch: int, rung: Rung) -> float | None:
         """Whether ``loss`` at ``epoch`` is at least as bad as m (``lookahead``) trials of
         ``rung`` that were all worse at ``epoch`` than every trial within the rung's cut now
         (its top max(1, ⌊n/η⌋) or ⌈n/η⌉ by loss, whatever the promotion rule).
@@ -182,20 +186,36 @@ class AsyncHyperband:
         luck, if their early loss said nothing, is (1 − 1/η)^m: 11% for m = 10 at η = 5.
         Nonparametric: no curve shape is assumed, only the order of losses is read, and
         where early ranks say little (trials that were as bad make the cut) it stops nothing.
+
+        Returns ``None`` (not hopeless), or an optimistic estimate of its loss at the rung: the
+        best rung loss among the trials behind the cut that were no worse than it at
+        ``epoch`` (:meth:`rung_estimate`).
         """
         m = self.lookahead
         if m is None or math.isnan(loss) or len(rung) < m:
-            return False
+            return None
         kept = promoted_count(len(rung), self.eta, self.keep)
         cutoff = sorted(_key(rung[t].loss) for t in rung)[kept - 1]
         then = [
-            (v, _key(rung[t].loss) <= cutoff)
+            (v, rung[t].loss, _key(rung[t].loss) <= cutoff)
             for t in rung
             if (v := self.curves.get(t, {}).get(epoch)) is not None and rung[t].loss != math.inf
         ]  # evidence: trials that reached the rung, not those the look-ahead counted there
-        best_made = max((v for v, made in then if made), default=-math.inf)
-        behind = [v for v, _ in then if v > best_made]
-        return len(behind) >= m and loss >= min(behind)
+        best_made = max((v for v, _, made in then if made), default=-math.inf)
+        behind = [(v, at_rung) for v, at_rung, _ in then if v > best_made]
+        if len(behind) < m or loss < min(v for v, _ in behind):
+            return None
+        # the best the rung saw of the trials behind the cut that were no worse than it then
+        return min(_key(at_rung) for v, at_rung in behind if v <= loss)
+
+    def rung_estimate(self, trial_id: str) -> float | None:
+        """What a look-ahead-pruned trial would likely have reached at the rung it was judged
+        for (optimistic: the best of the trials like it), or ``None`` for any other trial.
+
+        A searcher told a pruned trial's last loss compares an epoch-1 loss with the epoch-5
+        and epoch-52 losses of others; told this, it compares trials at the rung, as it would
+        have without the look-ahead."""
+        return self.estimates.get(trial_id)
 
     def on_end(self, trial_id: str, reason: StopReason = StopReason.STOPPED) -> None:
         """A trial ended outside the policy (finished its loop, errored, was stopped)."""
@@ -233,6 +253,7 @@ class AsyncHyperband:
                 for b in self.rungs
             ],
             "curves": {t: {str(e): v for e, v in c.items()} for t, c in self.curves.items()},
+            "estimates": dict(self.estimates),
         }
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
@@ -269,3 +290,4 @@ class AsyncHyperband:
         self.curves = {
             t: {int(e): float(v) for e, v in c.items()} for t, c in state.get("curves", {}).items()
         }
+        self.estimates = {t: float(v) for t, v in state.get("estimates", {}).items()}

@@ -192,6 +192,10 @@ def test_lookahead_stops_a_trial_that_all_trials_as_bad_missed_the_next_rung_wit
     assert log["t015"] == log["t020"] == log["t025"] == (5, StopReason.RUNG_PRUNED)
     rung = policy.rungs[0][5]
     assert len(rung) == 30 and all(rung[t].loss == float("inf") for t in pruned)
+    # what a searcher is told instead of its epoch-1 loss: the best rung loss of the trials
+    # behind the cut that were no worse at epoch 1 (for t012: t002's, which ended at 0.5 + 2/300)
+    assert policy.rung_estimate("t012") == pytest.approx(curves["t002"][4])
+    assert policy.rung_estimate("t011") is None and policy.rung_estimate("t015") is None
     # after t000–t028 (n = 29, the cut keeps 5, 10 behind it): one as good as a trial within
     # the cut goes on to its rung; one worse than any seen (a diverged run) does not
     policy = AsyncHyperband(max_epochs=50, grace_epochs=5, eta=5, lookahead=10)
@@ -250,7 +254,7 @@ def test_lookahead_state_survives_a_round_trip() -> None:
     _run_one_worker(policy, curves)
     restored = AsyncHyperband(max_epochs=50, grace_epochs=5, eta=5, lookahead=10)
     restored.load_state_dict(json.loads(json.dumps(policy.state_dict())))
-    assert restored.curves == policy.curves
+    assert restored.curves == policy.curves and restored.estimates == policy.estimates
     for p in (policy, restored):
         p.on_add("late")
     assert [p.on_result("late", 1, curves["t021"][0], 1.0) for p in (policy, restored)] == [Decision.STOP] * 2
