@@ -336,12 +336,13 @@ def _run(
     write_json_atomic(out / SOURCE_FILE, source)
 
     from ray import tune
+    from ray.tune.search import Searcher
     from ray.tune.stopper import CombinedStopper, FunctionStopper
 
     from costtune.schedulers import CostAwareFIFO, CostAwareHyperBand, LedgerCallback
     from costtune.schedulers.callbacks import ForgetVanishedCheckpoints, KeepRayState
     from costtune.schedulers.stoppers import EpochLimit
-    from costtune.search import build_search_space, make_searcher
+    from costtune.search import RungEstimates, build_search_space, make_searcher
 
     cost_model = config.cost.cost_model()
     ledger = Ledger(ledger_spec(config), out)
@@ -427,6 +428,15 @@ def _run(
         **build_search_space(config.search_space, grid=config.searcher.type == "grid"),
     }
     resources = trial_resources(config)
+    searcher = make_searcher(
+        config.searcher, config.metric, config.mode, config.seed, config.max_concurrent_trials
+    )
+    if (
+        isinstance(scheduler, CostAwareHyperBand)
+        and scheduler.policy.lookahead
+        and isinstance(searcher, Searcher)
+    ):
+        searcher = RungEstimates(searcher, scheduler)  # the searcher compares trials at the rung
     tuner = tune.Tuner(
         tune.with_resources(trainable, resources),
         param_space=param_space,
@@ -434,9 +444,7 @@ def _run(
             metric=config.metric,
             mode=config.mode,
             num_samples=config.num_samples,
-            search_alg=make_searcher(
-                config.searcher, config.metric, config.mode, config.seed, config.max_concurrent_trials
-            ),
+            search_alg=searcher,
             scheduler=scheduler,
             max_concurrent_trials=None
             if config.searcher.type in ("random", "grid")

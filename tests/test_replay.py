@@ -263,6 +263,38 @@ def test_lookahead_in_a_ray_sweep_stops_like_the_simulator(ray_session, tmp_path
         assert expected == {"c0": 9, "c1": 3, "c2": 3, "c3": 1, "c4": 1, "c5": 1, "c6": 3}
 
 
+@pytest.mark.ray
+def test_the_searcher_is_told_a_lookahead_pruned_trials_rung_estimate(ray_session, tmp_path) -> None:
+    """With the look-ahead on, Optuna (real, in a real sweep) is told a pruned trial's estimated
+    loss at its rung, not its epoch-1 loss; every other trial its last loss."""
+    import pickle
+
+    curves = {f"c{i}": [1.0 + i / 10 - 0.01 * e for e in range(1, 10)] for i in range(7)}
+    path = tmp_path / "curves.csv"
+    _table(curves, dict.fromkeys(curves, 600.0)).to_csv(path, index=False)
+    run = tmp_path / "run"
+    frame, _ = _replay_in_ray(
+        path,
+        run,
+        num_samples=14,
+        scheduler={"grace_epochs": 3, "eta": 3, "brackets": 1, "lookahead": 2},
+        searcher={"type": "optuna", "n_startup_trials": 20},
+        search_space={"config_id": {"type": "choice", "values": list(curves)}},
+    )
+    estimates = json.loads((run / "scheduler_state.json").read_text())["policy"]["estimates"]
+    pruned = frame[frame["stop_reason"] == "lookahead_pruned"]
+    assert len(pruned) and set(pruned["trial_id"]) == set(estimates)
+    state = pickle.loads(sorted((run / "ray").glob("searcher-state-*.pkl"))[-1].read_bytes())
+    told = {t: state["_ot_study"].trials[ot.number].value for t, ot in state["_ot_trials"].items()}
+    for config_id, row in frame.iterrows():
+        last = curves[config_id][row["epochs"] - 1]
+        if row["trial_id"] in estimates:
+            assert told[row["trial_id"]] == pytest.approx(estimates[row["trial_id"]]) != last
+            assert told[row["trial_id"]] < last  # a rung loss, below this trial's epoch-1 loss
+        else:
+            assert told[row["trial_id"]] == pytest.approx(last)
+
+
 def test_lcbench_source_needs_its_data_directory(monkeypatch, tmp_path) -> None:
     from costtune.lcbench import ENV_VAR, LCBench
 
