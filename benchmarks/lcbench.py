@@ -746,13 +746,16 @@ def main() -> None:
         "--out", default=None, help="write every run as CSV here (and each as it ends to OUT.partial)"
     )
     parser.add_argument("--from", dest="from_csv", action="append", default=[], help="re-print earlier CSVs")
+    parser.add_argument(
+        "--reference", default=None, help=f"the method the paired tests are against (default {REFERENCE})"
+    )
     args = parser.parse_args()
     if args.from_csv:
         rows: list[dict[str, Any]] = []
         for path in args.from_csv:
             with open(path) as fh:
                 rows.extend({**r, "seed": int(r["seed"])} for r in csv.DictReader(fh))
-        print(summarise(rows))
+        print(summarise(rows, args.reference or REFERENCE))
         return
     named = {"dev": list(DEV_TASKS), "test": list(TEST_TASKS), "wider": list(WIDER_TASKS)}
     tasks = named.get(args.tasks) or (
@@ -796,7 +799,7 @@ def main() -> None:
             print(f"  {method}: {sampler} + {name}({', '.join(f'{k}={v}' for k, v in kwargs.items())})")
         elif base in PEER_SETTINGS:
             print(f"  {method}: {PEER_SETTINGS[base]}")
-    reference = REFERENCE if REFERENCE in methods else methods[0]
+    reference = args.reference or (REFERENCE if REFERENCE in methods else methods[0])
     print(summarise(rows, reference))
 
 
