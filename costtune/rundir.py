@@ -255,7 +255,8 @@ def repair_ray_state(run_dir: Path) -> str | None:
     newest = states[-1]
     whole = _complete_json(newest) is not None
     snapshot = _read_snapshot(_snapshot_path(run_dir, _session(newest)))
-    if snapshot is None and any(_read_snapshot(_snapshot_path(run_dir, _session(p))) for p in states[:-1]):
+    never_snapshotted = not _snapshot_path(run_dir, _session(newest)).exists()  # not: unreadable
+    if never_snapshotted and any(_read_snapshot(_snapshot_path(run_dir, _session(p))) for p in states[:-1]):
         # a resumed session killed inside its first save: back to the session before it
         for path in _session_files(experiment, _session(newest)).values():
             os.replace(path, path.with_name(path.name + ".unsaved"))

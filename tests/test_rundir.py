@@ -171,6 +171,23 @@ def test_a_resumed_session_killed_in_its_first_save_resumes_from_the_session_bef
     assert _state(experiment, first) == (3, b"optuna:3", 3)
 
 
+def test_a_damaged_snapshot_is_not_taken_for_a_missing_one(tmp_path) -> None:
+    """A snapshot cut or corrupted (by hand, a full disk) is ignored: the live state, whole, is
+    resumed as it is, not set aside for the session before it."""
+    from costtune.rundir import RAY_STATE_COPIES, keep_ray_state, repair_ray_state
+
+    experiment = tmp_path / "ray"
+    experiment.mkdir()
+    first, second = "2026-12-01_10-00-00", "2026-12-01_11-00-00"
+    _tune_save(experiment, first, 3)
+    _tune_save(experiment, second, 4)
+    keep_ray_state(tmp_path, {})
+    snapshot = tmp_path / RAY_STATE_COPIES / f"snapshot-{second}.zip"
+    snapshot.write_bytes(snapshot.read_bytes()[:40])
+    assert repair_ray_state(tmp_path) is None
+    assert _state(experiment, second) == (4, b"optuna:4", 4)
+
+
 def test_a_run_from_before_snapshots_still_gets_its_cut_state_put_back(tmp_path) -> None:
     from costtune.rundir import RAY_STATE_COPIES, repair_ray_state
 
