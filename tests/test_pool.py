@@ -157,6 +157,7 @@ def test_replay_cli_with_searcher_stopping_budget_and_seed(tmp_path) -> None:
         "rho": None,
         "budget_usd": 3.0,
         "keep": "floor",
+        "lookahead": None,
     }
     assert data["runs"]["recorded"]["truncated"] == 1
     assert data["runs"]["costtune"]["cost_usd"] <= 3.0 + 60 / 3600 * 2.5
@@ -169,3 +170,7 @@ def test_replay_cli_with_searcher_stopping_budget_and_seed(tmp_path) -> None:
     assert anywhere["target"] == pytest.approx(min(float(c.val_loss.min()) for c in pool))
     bad = CliRunner().invoke(main, ["replay", str(path), "--searcher", "bohb"])
     assert bad.exit_code == 2 and "--searcher" in bad.output
+    looked = CliRunner().invoke(main, [*args, "--budget", "3", "--lookahead", "3"])
+    assert looked.exit_code == 0 and json.loads(looked.output)["settings"]["lookahead"] == 3
+    negative = CliRunner().invoke(main, [*args, "--lookahead", "-1"])
+    assert negative.exit_code == 2 and "--lookahead" in negative.output
