@@ -75,8 +75,9 @@ class RungEstimates(Searcher):
 
     The look-ahead stops hopeless trials an epoch or two in. Told their epoch-1 loss, a TPE
     searcher would rank them against trials told at epoch 5 or 52 (on LCBench's dev tasks it
-    then missed the target in runs the rungs alone reached it). Told the rung estimate, it compares trials at the rung,
-    as it would have without the look-ahead. Everything else passes through unchanged.
+    then missed the target in runs the rungs alone reached it). Told the rung estimate, it
+    compares trials at the rung, as it would have without the look-ahead. Everything else
+    passes through unchanged.
 
     Args:
         searcher: the searcher to tell (Optuna, HyperOpt).
