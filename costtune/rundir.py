@@ -216,16 +216,16 @@ def keep_ray_state(run_dir: Path, seen: dict[str, tuple[int, int]]) -> None:
 
     experiment = run_dir / EXPERIMENT_NAME
     for state in experiment.glob(_RAY_STATE_GLOB):
-        files = _session_files(experiment, _session(state))
         try:
-            stats = {name: path.stat() for name, path in files.items()}
+            stat = state.stat()
         except OSError:
             continue
-        key = (max(st.st_mtime_ns for st in stats.values()), sum(st.st_size for st in stats.values()))
+        key = (stat.st_mtime_ns, stat.st_size)  # every save rewrites it first: one stat per step
         if seen.get(state.name) == key:
             continue
         if _complete_json(state) is None:
             continue  # mid-write (a save outside Tune's loop): the next step sees it whole
+        files = _session_files(experiment, _session(state))
         buffer = io.BytesIO()
         with zipfile.ZipFile(buffer, "w") as archive:
             for name, path in sorted(files.items()):
