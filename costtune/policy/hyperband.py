@@ -195,7 +195,7 @@ class AsyncHyperband:
         if m is None or math.isnan(loss) or len(rung) < m:
             return None
         kept = promoted_count(len(rung), self.eta, self.keep)
-        cutoff = sorted(_key(rung[t].loss) for t in rung)[kept - 1]
+        cutoff = rung.nth_loss(kept - 1)  # the rung keeps its entries sorted: no sort per result
         then = [
             (v, rung[t].loss, _key(rung[t].loss) <= cutoff)
             for t in rung

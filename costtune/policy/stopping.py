@@ -71,9 +71,10 @@ class StoppingRule:
         window_epochs: epochs the slope is measured over (and the median's span).
         min_epochs: never stop on these rules before this many epochs (and the epoch the
             relative rule's baseline is read at).
-        first_stop_epoch: never stop before this epoch either (``None``: ``min_epochs``). A
-            sweep under CostAwareHyperBand sets it to the last rung: where rungs still judge
-            a trial against its peers, a pace rule does not overrule them.
+        first_stop_epoch: never stop before this epoch either (``None``: ``min_epochs``).
+            Set to the last rung, a pace rule would not overrule rungs that still judge a
+            trial; a sweep does not set it (on LCBench's dev tasks that was dearer:
+            benchmarks/RESULTS.md, stop 16, variant ``w``).
     """
 
     patience_epochs: int | None = None

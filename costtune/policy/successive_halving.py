@@ -135,6 +135,14 @@ class Rung(Mapping[str, RungEntry]):
         self._block_weight[b : b + 1] = [sum(weights[:half]), sum(weights[half:])]
         self._block_len[b : b + 1] = [half, len(keys) - half]
 
+    def nth_loss(self, k: int) -> float:
+        """The loss key (NaN as +inf) of the trial ranked ``k``-th (0-based) by (loss, id)."""
+        for keys in self._keys:
+            if k < len(keys):
+                return keys[k][0]
+            k -= len(keys)
+        raise IndexError(f"rung has {len(self)} trials, no {k}-th")
+
     def ahead(self, trial_id: str) -> tuple[int, float]:
         """How many trials, and how many dollars, rank ahead of ``trial_id`` (by loss, then id)."""
         key = (_key(self._entries[trial_id].loss), trial_id)

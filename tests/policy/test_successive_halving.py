@@ -162,6 +162,10 @@ def test_rung_answers_like_the_plain_dict_at_every_arrival(points, eta, rule) ->
         plain[trial] = entry
         assert is_promotable(trial, fast, eta, rule) == is_promotable(trial, plain, eta, rule)
     assert dict(fast) == plain
+    ranked = sorted(math.inf if math.isnan(e.loss) else e.loss for e in plain.values())
+    assert [fast.nth_loss(k) for k in range(len(fast))] == ranked  # across block splits
+    with pytest.raises(IndexError):
+        fast.nth_loss(len(fast))
 
 
 def test_rung_records_a_trial_once() -> None:
