@@ -225,6 +225,11 @@ def parse_variant(method: str) -> tuple[str, dict[str, Any]]:
     evidence (``AsyncHyperband(lookahead=m)``); ``a0``: off.
     ``w`` (costtune-hb-rel-tpe): the stopper waits for the scheduler's last rung
     (``first_stop_epoch`` = 25): where rungs still judge a trial, the stopper does not.
+    ``L`` (TPE methods, Optuna peers too): ``TPESampler(constant_liar=True)``, which Optuna
+    advises when trials run in parallel (``--workers`` > 1): a running trial counts as a bad
+    one, so parallel asks spread out.
+    ``O`` (TPE methods): a diagnostic upper bound, not a method: the rungs rank each trial by
+    the best loss its whole curve will reach (:class:`OracleRungs`).
     ``v``: a trial the look-ahead pruned is told to TPE at its estimated loss at the rung
     (``AsyncHyperband.rung_estimate``), not at its last loss.
     """
@@ -250,11 +255,15 @@ def parse_variant(method: str) -> tuple[str, dict[str, Any]]:
         kwargs["wait_for_rungs"] = True
     if "v" in spec:
         kwargs["tell_estimate"] = True
+    if "L" in spec:
+        kwargs["constant_liar"] = True
+    if "O" in spec:
+        kwargs["oracle_rungs"] = True
     if "s" in spec:
         kwargs["spare_best"] = True
     if "d" in spec:
         kwargs["tell_predicted"] = True
-    spec = re.sub(r"o[0-9.]+|n[0-9]+|q[0-9]+|r[0-9.]+|a[0-9]+|d|s|w|v", "", spec)
+    spec = re.sub(r"o[0-9.]+|n[0-9]+|q[0-9]+|r[0-9.]+|a[0-9]+|d|s|w|v|L|O", "", spec)
     for key, value in re.findall(r"([gebpk])([0-9]+|[lcpf])", spec):
         if key == "k":
             kwargs["keep"] = {"c": "ceil", "f": "floor"}[value]
@@ -292,6 +301,8 @@ def run_tpe_loop(
     cheapest_of: int = 1,
     tell_predicted: bool = False,
     tell_estimate: bool = False,
+    constant_liar: bool = False,
+    oracle_rungs: bool = False,
 ) -> Trace:
     """A costtune policy on the simulator with Optuna's TPE asked and told in the loop.
 
@@ -304,7 +315,7 @@ def run_tpe_loop(
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     study = optuna.create_study(
         study_name=f"costtune-{task.name}-{seed}",
-        sampler=optuna.samplers.TPESampler(seed=seed, multivariate=multivariate),
+        sampler=optuna.samplers.TPESampler(seed=seed, multivariate=multivariate, constant_liar=constant_liar),
     )
     asked: dict[str, optuna.Trial] = {}
     from costtune.policy.epoch_cost import EpochCostModel
@@ -353,6 +364,8 @@ def run_tpe_loop(
         else:
             study.tell(trial, loss)
 
+    if oracle_rungs and policy is not None:
+        policy = OracleRungs(policy, by_id)  # type: ignore[assignment]
     return sim_trace(
         simulate(
             [],
@@ -366,6 +379,24 @@ def run_tpe_loop(
             on_trial_end=on_trial_end,
         )
     )
+
+
+class OracleRungs:
+    """A diagnostic, not a method: the policy sees each trial's best loss over all 52 epochs
+    in place of its loss so far, so its rungs rank by where a curve will end (a perfect
+    curve model). The stopper and the searcher still see the real losses."""
+
+    def __init__(self, policy: AsyncHyperband, curves: dict[str, Curve]) -> None:
+        self._policy = policy
+        self._curves = curves
+
+    def on_result(self, config_id: str, epoch: int, loss: float, cost_usd: float) -> Any:
+        return self._policy.on_result(
+            config_id, epoch, float(self._curves[config_id].val_loss.min()), cost_usd
+        )
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._policy, name)
 
 
 def run_stream(task: Task, seed: int, policy: AsyncHyperband | None) -> Trace:
@@ -438,7 +469,11 @@ OPTUNA_PRUNERS: dict[str, tuple[str, dict[str, Any]]] = {
 
 
 def run_optuna(
-    task: Task, seed: int, method: str = "optuna-tpe-hb", multivariate: bool | None = None
+    task: Task,
+    seed: int,
+    method: str = "optuna-tpe-hb",
+    multivariate: bool | None = None,
+    constant_liar: bool = False,
 ) -> Trace:
     """Optuna's TPE (its default sampler, or ``multivariate`` set) + a pruner (OPTUNA_PRUNERS)
     through Optuna's ask/tell."""
@@ -455,6 +490,7 @@ def run_optuna(
         optuna_pruner=getattr(optuna.pruners, name)(**kwargs),
         suggest=suggest,
         multivariate=multivariate,
+        constant_liar=constant_liar,
     )
 
 
@@ -526,6 +562,8 @@ def run_method(task: Task, seed: int, method: str) -> Trace:
         "tell_pruned": bool(kwargs.pop("tell_pruned", False)),
         "multivariate": bool(multivariate),
         "tell_estimate": bool(kwargs.pop("tell_estimate", False)),
+        "constant_liar": bool(kwargs.pop("constant_liar", False)),
+        "oracle_rungs": bool(kwargs.pop("oracle_rungs", False)),
     }
     if base == "grid":
         return task.grid_trace
@@ -582,7 +620,7 @@ def run_method(task: Task, seed: int, method: str) -> Trace:
     if base == "costtune-pbt":
         return run_pbt(task, seed)
     if base in OPTUNA_PRUNERS:
-        return run_optuna(task, seed, base, multivariate)
+        return run_optuna(task, seed, base, multivariate, tpe["constant_liar"])
     if base in RAY_METHODS:
         return run_ray(task, seed, base)
     if base in PEER_SETTINGS:
@@ -793,9 +831,9 @@ def main() -> None:
         base, variant = parse_variant(method)
         if base in OPTUNA_PRUNERS:
             name, kwargs = OPTUNA_PRUNERS[base]
-            sampler = {None: "TPESampler(seed)", True: "TPESampler(seed, multivariate=True)"}.get(
-                variant.get("multivariate"), "TPESampler(seed, multivariate=False)"
-            )
+            sampler = {None: "TPESampler(seed", True: "TPESampler(seed, multivariate=True"}.get(
+                variant.get("multivariate"), "TPESampler(seed, multivariate=False"
+            ) + (", constant_liar=True)" if variant.get("constant_liar") else ")")
             print(f"  {method}: {sampler} + {name}({', '.join(f'{k}={v}' for k, v in kwargs.items())})")
         elif base in PEER_SETTINGS:
             print(f"  {method}: {PEER_SETTINGS[base]}")

@@ -125,13 +125,17 @@ class OptunaPeer:
         seed: int,
         suggest: Callable[[Any], dict[str, Any]],
         multivariate: bool | None = None,
+        constant_liar: bool = False,
     ) -> None:
         import optuna
 
         optuna.logging.set_verbosity(optuna.logging.WARNING)
         self._optuna = optuna
-        # multivariate None: Optuna's default (in Optuna 5, multivariate for one objective)
-        sampler = optuna.samplers.TPESampler(seed=seed, multivariate=multivariate)
+        # multivariate None: Optuna's default (in Optuna 5, multivariate for one objective);
+        # constant_liar: what Optuna's docs advise when trials run in parallel
+        sampler = optuna.samplers.TPESampler(
+            seed=seed, multivariate=multivariate, constant_liar=constant_liar
+        )
         self.study = optuna.create_study(sampler=sampler, pruner=pruner)
         self._suggest = suggest
 
@@ -284,12 +288,13 @@ def run_peer(
     optuna_pruner: Any = None,
     suggest: Callable[[Any], dict[str, Any]] | None = None,
     multivariate: bool | None = None,
+    constant_liar: bool = False,
 ) -> Trace:
     """One run of peer ``name`` (PEER_SETTINGS, or an Optuna pruner with ``suggest``)."""
     with tempfile.TemporaryDirectory() as tmp:
         peer: Peer
         if optuna_pruner is not None and suggest is not None:
-            peer = OptunaPeer(optuna_pruner, seed, suggest, multivariate)
+            peer = OptunaPeer(optuna_pruner, seed, suggest, multivariate, constant_liar)
         elif name == "dehb":
             peer = DehbPeer(seed, tmp)
         elif name == "smac-hb":
