@@ -229,7 +229,8 @@ def parse_variant(method: str) -> tuple[str, dict[str, Any]]:
     advises when trials run in parallel (``--workers`` > 1): a running trial counts as a bad
     one, so parallel asks spread out.
     ``O`` (TPE methods): a diagnostic upper bound, not a method: the rungs rank each trial by
-    the best loss its whole curve will reach (:class:`OracleRungs`).
+    the best loss its whole curve will reach (:class:`OracleRungs`); ``T``: TPE is told that
+    loss for every trial, however early it stopped (a perfect curve model for the searcher).
     ``v``: a trial the look-ahead pruned is told to TPE at its estimated loss at the rung
     (``AsyncHyperband.rung_estimate``), not at its last loss.
     """
@@ -259,11 +260,13 @@ def parse_variant(method: str) -> tuple[str, dict[str, Any]]:
         kwargs["constant_liar"] = True
     if "O" in spec:
         kwargs["oracle_rungs"] = True
+    if "T" in spec:
+        kwargs["oracle_tell"] = True
     if "s" in spec:
         kwargs["spare_best"] = True
     if "d" in spec:
         kwargs["tell_predicted"] = True
-    spec = re.sub(r"o[0-9.]+|n[0-9]+|q[0-9]+|r[0-9.]+|a[0-9]+|d|s|w|v|L|O", "", spec)
+    spec = re.sub(r"o[0-9.]+|n[0-9]+|q[0-9]+|r[0-9.]+|a[0-9]+|d|s|w|v|L|O|T", "", spec)
     for key, value in re.findall(r"([gebpk])([0-9]+|[lcpf])", spec):
         if key == "k":
             kwargs["keep"] = {"c": "ceil", "f": "floor"}[value]
@@ -303,6 +306,7 @@ def run_tpe_loop(
     tell_estimate: bool = False,
     constant_liar: bool = False,
     oracle_rungs: bool = False,
+    oracle_tell: bool = False,
 ) -> Trace:
     """A costtune policy on the simulator with Optuna's TPE asked and told in the loop.
 
@@ -351,7 +355,9 @@ def run_tpe_loop(
         if epoch >= 52:
             finished.append(curve)
         estimate = policy.rung_estimate(config_id) if tell_estimate and policy is not None else None
-        if estimate is not None:
+        if oracle_tell:
+            study.tell(trial, float(curve.val_loss.min()))
+        elif estimate is not None:
             study.tell(trial, estimate)
         elif tell_pruned and epoch < 52:
             trial.report(loss, epoch)
@@ -564,6 +570,7 @@ def run_method(task: Task, seed: int, method: str) -> Trace:
         "tell_estimate": bool(kwargs.pop("tell_estimate", False)),
         "constant_liar": bool(kwargs.pop("constant_liar", False)),
         "oracle_rungs": bool(kwargs.pop("oracle_rungs", False)),
+        "oracle_tell": bool(kwargs.pop("oracle_tell", False)),
     }
     if base == "grid":
         return task.grid_trace

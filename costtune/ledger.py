@@ -624,7 +624,7 @@ def write_bytes_atomic(path: Path, data: bytes) -> None:
 
 def write_json_atomic(path: Path, data: Any) -> None:
     """JSON to ``path`` via a temporary file and a rename: never half-written."""
-    _atomic(path, lambda p: Path(p).write_text(json.dumps(data, default=_json_default)))
+    _atomic(path, lambda p: Path(p).write_text(json.dumps(data, default=_json_default, allow_nan=False)))
 
 
 def _json_number(value: Any) -> float | None:

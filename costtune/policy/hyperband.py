@@ -249,11 +249,14 @@ class AsyncHyperband:
                 for k, v in self.trials.items()
             },
             "rungs": [
-                {str(at): {t: [e.loss, e.cost_usd] for t, e in rung.items()} for at, rung in b.items()}
+                {
+                    str(at): {t: [_encode(e.loss), _encode(e.cost_usd)] for t, e in rung.items()}
+                    for at, rung in b.items()
+                }
                 for b in self.rungs
             ],
-            "curves": {t: {str(e): v for e, v in c.items()} for t, c in self.curves.items()},
-            "estimates": dict(self.estimates),
+            "curves": {t: {str(e): _encode(v) for e, v in c.items()} for t, c in self.curves.items()},
+            "estimates": {t: _encode(v) for t, v in self.estimates.items()},
         }
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
@@ -284,10 +287,28 @@ class AsyncHyperband:
             for k, v in state["trials"].items()
         }
         self.rungs = [
-            {int(at): Rung((t, RungEntry(*e)) for t, e in rung.items()) for at, rung in b.items()}
+            {
+                int(at): Rung((t, RungEntry(_decode(e[0]), _decode(e[1]))) for t, e in rung.items())
+                for at, rung in b.items()
+            }
             for b in state["rungs"]
         ]
         self.curves = {
-            t: {int(e): float(v) for e, v in c.items()} for t, c in state.get("curves", {}).items()
+            t: {int(e): _decode(v) for e, v in c.items()} for t, c in state.get("curves", {}).items()
         }
-        self.estimates = {t: float(v) for t, v in state.get("estimates", {}).items()}
+        self.estimates = {t: _decode(v) for t, v in state.get("estimates", {}).items()}
+
+
+def _encode(value: float) -> float | str:
+    """A number for strict JSON: +inf (a trial the look-ahead counted below a rung's cut), -inf
+    and NaN (a diverged loss) become the strings "inf", "-inf", "nan", which ``jq`` and every
+    JSON parser read; Python's own Infinity/NaN tokens are not JSON."""
+    value = float(value)
+    return value if math.isfinite(value) else str(value)
+
+
+def _decode(value: float | str) -> float:
+    """The inverse of :func:`_encode`; states saved with Infinity/NaN tokens read the same."""
+    if isinstance(value, str) and value not in ("inf", "-inf", "nan"):
+        raise ConfigError(f"scheduler state: {value!r} is not a number")
+    return float(value)

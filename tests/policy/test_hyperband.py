@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import json
+import math
 from collections import Counter
 
 import pytest
@@ -264,3 +265,48 @@ def test_lookahead_state_survives_a_round_trip() -> None:
 def test_lookahead_must_be_a_positive_integer(bad) -> None:
     with pytest.raises(ConfigError, match=r"^scheduler\.lookahead: must be a positive integer"):
         AsyncHyperband(max_epochs=50, lookahead=bad)
+
+
+def test_state_is_strict_json_with_pruned_and_diverged_trials() -> None:
+    """A trial the look-ahead counted below the cut (+inf) and a diverged one (NaN) are saved
+    as strings every JSON parser reads, and come back as the same numbers."""
+    curves = _lookahead_curves(29)
+    policy = AsyncHyperband(max_epochs=50, grace_epochs=5, eta=5, lookahead=10)
+    _run_one_worker(policy, curves)
+    policy.on_add("nan")
+    for epoch in range(1, 6):
+        policy.on_result("nan", epoch, math.nan, 0.1 * epoch)
+    text = json.dumps(policy.state_dict(), allow_nan=False)  # raises on Infinity/NaN tokens
+    restored = AsyncHyperband(max_epochs=50, grace_epochs=5, eta=5, lookahead=10)
+    restored.load_state_dict(json.loads(text))
+    rung = restored.rungs[0][5]
+    assert math.isinf(max(e.loss for e in rung.values()))
+    assert math.isnan(rung["nan"].loss)
+    for p in (policy, restored):  # the same decisions after the round trip
+        p.on_add("late")
+    seen = [
+        [p.on_result("late", e, x, 0.1 * e) for e, x in enumerate(curves["t021"], 1)]
+        for p in (policy, restored)
+    ]
+    assert seen[0] == seen[1] and Decision.STOP in seen[0]
+
+    # a state saved before (Python's Infinity/NaN tokens) still reads the same
+    def tokens(x):  # type: ignore[no-untyped-def]
+        if isinstance(x, dict):
+            return {k: tokens(v) for k, v in x.items()}
+        if isinstance(x, list):
+            return [tokens(v) for v in x]
+        return float(x) if x in ("inf", "-inf", "nan") else x
+
+    old_text = json.dumps(tokens(policy.state_dict()))
+    assert "Infinity" in old_text and "NaN" in old_text
+    legacy = AsyncHyperband(max_epochs=50, grace_epochs=5, eta=5, lookahead=10)
+    legacy.load_state_dict(json.loads(old_text))
+    assert legacy.state_dict() == policy.state_dict()
+
+
+def test_state_with_a_word_for_a_number_is_refused() -> None:
+    state = AsyncHyperband(max_epochs=50).state_dict()
+    state["rungs"][0]["5"]["t"] = ["lots", 1.0]
+    with pytest.raises(ConfigError, match=r"^scheduler state: 'lots' is not a number"):
+        AsyncHyperband(max_epochs=50).load_state_dict(state)
