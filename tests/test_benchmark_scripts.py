@@ -92,3 +92,39 @@ def test_lcbench_table_pairs_runs_by_task_and_seed() -> None:
     assert peer.split("|")[3].strip() == "0.400" and peer.split("|")[4].strip() == "0.350 (2/2)"
     assert "6/0 p=0.031" in peer  # cheaper in all six pairs (two of them: the peer failed)
     assert "2/0 p=0.5" in peer  # McNemar: two discordant pairs, both ours
+
+
+def test_lcbench_oracle_rungs_rank_by_where_each_curve_ends() -> None:
+    """The diagnostic O: the policy sees each curve's best loss over all its epochs, whatever
+    loss the trial reported so far (a perfect curve model's upper bound)."""
+    sys.path.insert(0, str(REPO / "benchmarks"))
+    import numpy as np
+    from lcbench import OracleRungs, parse_variant
+
+    from costtune.curves import Curve
+    from costtune.policy import AsyncHyperband, Decision
+
+    assert parse_variant("costtune-hb-rel-tpe:r0.3sLOT") == (
+        "costtune-hb-rel-tpe",
+        {
+            "relative_roi": 0.3,
+            "constant_liar": True,
+            "oracle_rungs": True,
+            "oracle_tell": True,
+            "spare_best": True,
+        },
+    )
+    # "late" is worse than every "early" trial at epoch 5 but ends best
+    curves = {
+        f"early{i}": Curve(f"early{i}", {}, np.array([0.5] * 5 + [0.4 + 0.01 * i] * 47), np.ones(52), 1.0)
+        for i in range(4)
+    }
+    curves["late"] = Curve("late", {}, np.linspace(0.9, 0.1, 52), np.ones(52), 1.0)
+    plain, oracle = AsyncHyperband(52), OracleRungs(AsyncHyperband(52), curves)
+    for policy in (plain, oracle):
+        for trial_id, curve in curves.items():
+            policy.on_add(trial_id)
+            decision = policy.on_result(trial_id, 5, float(curve.val_loss[4]), 5.0)
+        assert trial_id == "late"
+        assert decision is (Decision.CONTINUE if policy is oracle else Decision.STOP)
+    assert oracle.rungs[0][5]["late"].loss == 0.1  # reads through to the policy
