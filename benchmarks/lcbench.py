@@ -231,6 +231,8 @@ def parse_variant(method: str) -> tuple[str, dict[str, Any]]:
     ``O`` (TPE methods): a diagnostic upper bound, not a method: the rungs rank each trial by
     the best loss its whole curve will reach (:class:`OracleRungs`); ``T``: TPE is told that
     loss for every trial, however early it stopped (a perfect curve model for the searcher).
+    ``G`` (TPE methods): Optuna's ``GPSampler(seed)`` (a Gaussian-process searcher, defaults)
+    in place of TPE, asked and told the same way.
     ``v``: a trial the look-ahead pruned is told to TPE at its estimated loss at the rung
     (``AsyncHyperband.rung_estimate``), not at its last loss.
     """
@@ -260,13 +262,15 @@ def parse_variant(method: str) -> tuple[str, dict[str, Any]]:
         kwargs["constant_liar"] = True
     if "O" in spec:
         kwargs["oracle_rungs"] = True
+    if "G" in spec:
+        kwargs["gp"] = True
     if "T" in spec:
         kwargs["oracle_tell"] = True
     if "s" in spec:
         kwargs["spare_best"] = True
     if "d" in spec:
         kwargs["tell_predicted"] = True
-    spec = re.sub(r"o[0-9.]+|n[0-9]+|q[0-9]+|r[0-9.]+|a[0-9]+|d|s|w|v|L|O|T", "", spec)
+    spec = re.sub(r"o[0-9.]+|n[0-9]+|q[0-9]+|r[0-9.]+|a[0-9]+|d|s|w|v|L|O|T|G", "", spec)
     for key, value in re.findall(r"([gebpk])([0-9]+|[lcpf])", spec):
         if key == "k":
             kwargs["keep"] = {"c": "ceil", "f": "floor"}[value]
@@ -307,6 +311,7 @@ def run_tpe_loop(
     constant_liar: bool = False,
     oracle_rungs: bool = False,
     oracle_tell: bool = False,
+    gp: bool = False,
 ) -> Trace:
     """A costtune policy on the simulator with Optuna's TPE asked and told in the loop.
 
@@ -319,7 +324,9 @@ def run_tpe_loop(
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     study = optuna.create_study(
         study_name=f"costtune-{task.name}-{seed}",
-        sampler=optuna.samplers.TPESampler(seed=seed, multivariate=multivariate, constant_liar=constant_liar),
+        sampler=optuna.samplers.GPSampler(seed=seed)
+        if gp
+        else optuna.samplers.TPESampler(seed=seed, multivariate=multivariate, constant_liar=constant_liar),
     )
     asked: dict[str, optuna.Trial] = {}
     from costtune.policy.epoch_cost import EpochCostModel
@@ -571,6 +578,7 @@ def run_method(task: Task, seed: int, method: str) -> Trace:
         "constant_liar": bool(kwargs.pop("constant_liar", False)),
         "oracle_rungs": bool(kwargs.pop("oracle_rungs", False)),
         "oracle_tell": bool(kwargs.pop("oracle_tell", False)),
+        "gp": bool(kwargs.pop("gp", False)),
     }
     if base == "grid":
         return task.grid_trace
