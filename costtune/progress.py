@@ -31,6 +31,12 @@ class LiveProgress(Callback):
         # display hold locks and a terminal, so they are rebuilt where they are used.
         return {**self.__dict__, "console": None, "_live": None}
 
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        # unpickled by a resume: draw from the ledger the resumed sweep writes to, not from
+        # the copy pickled when the sweep began (which would show 0 trials and $0 throughout)
+        self.__dict__.update(state)
+        self.ledger = self.ledger.shared()
+
     def _render(self) -> Table:
         ledger = self.ledger
         spec = ledger.spec
@@ -96,6 +102,13 @@ class LineProgress(Callback):
 
     def __getstate__(self) -> dict[str, Any]:
         return {**self.__dict__, "stream": None}  # a file handle does not survive a resume
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        # unpickled by a resume: count from the ledger the resumed sweep writes to, not from
+        # the copy pickled when the sweep began (which would say 0 trials ended, $0 spent)
+        self.__dict__.update(state)
+        self.ledger = self.ledger.shared()
+        self._said_at = time.monotonic()  # the pickling process's clock means nothing here
 
     def _say(self, line: str) -> None:
         stream = self.stream or sys.stderr

@@ -85,3 +85,31 @@ def test_piped_output_shows_a_line_per_trial_end_while_the_sweep_runs(tmp_path) 
     assert "4/4 trials ended" in ends[-1]
     assert summary["trials"] == 4 and summary["interrupted"] is False
     assert summary["total_cost_usd"] > 0
+
+
+def test_progress_restored_by_a_resume_counts_from_the_resumed_ledger(tmp_path) -> None:
+    """Tune pickles the progress callback when the sweep starts and unpickles that copy on
+    --resume: it must count what the log holds since, on the ledger the sweep writes to."""
+    from ray import cloudpickle as pickle  # what Tune pickles its callbacks with
+
+    from costtune.progress import LineProgress
+    from costtune.schedulers.callbacks import LedgerCallback
+
+    spec = LedgerSpec(metric="val_loss", mode="min", cost_model=CostModel())
+    ledger = Ledger(spec, tmp_path)
+    pickled = [pickle.dumps(LineProgress(ledger, 4)), pickle.dumps(LiveProgress(ledger, 4))]
+    callback = pickle.dumps(LedgerCallback(ledger, hyperparameters=[]))
+    # the first session runs on: two trials report, one ends
+    ledger.record_result("a", epoch=2, seconds=3600, metrics={"val_loss": 0.4}, device_kind="gpu", devices=1)
+    ledger.record_result("b", epoch=1, seconds=1800, metrics={"val_loss": 0.9}, device_kind="gpu", devices=1)
+    ledger.end("b", status="TERMINATED", stop_reason="rung_pruned")
+    # the resumed process unpickles them (and the ledger callback that writes)
+    writer = pickle.loads(callback).ledger
+    line, live = (pickle.loads(p) for p in pickled)
+    assert line.ledger is writer and live.ledger is writer
+    assert line._sweep() == "1/4 trials ended, 1 running, spent $3.75, best val_loss 0.4"
+    writer.end("a", status="TERMINATED", stop_reason="completed")
+    assert line._sweep().startswith("2/4 trials ended, 0 running")
+    buffer = io.StringIO()
+    Console(file=buffer, width=120, force_terminal=False).print(live._render())
+    assert "2/4 trials started, 2 ended" in buffer.getvalue()
