@@ -114,8 +114,10 @@ class ParamSpec(_Strict):
 
 
 class SearcherConfig(_Strict):
-    type: Literal["optuna", "hyperopt", "random", "grid"] = "optuna"
-    n_startup_trials: int | None = Field(None, ge=1, description="random trials before TPE models")
+    type: Literal["optuna", "gp", "hyperopt", "random", "grid"] = "optuna"
+    n_startup_trials: int | None = Field(
+        None, ge=1, description="random trials before the model (TPE or the Gaussian process) is used"
+    )
 
 
 class SchedulerConfig(_Strict):

@@ -39,3 +39,32 @@ def test_the_sweeps_tpe_is_the_one_the_benchmark_figures_were_measured_with() ->
     sampler = searcher._sampler
     assert type(sampler).__name__ == "TPESampler"
     assert sampler._multivariate is False and sampler._n_startup_trials == 10
+
+
+def test_gp_searcher_is_seeded_and_its_model_drives_after_the_start_up() -> None:
+    """``searcher.type: gp``: Optuna's Gaussian process, through Ray's OptunaSearch. After its
+    random start-up trials it proposes from the model: here it finds a better point of a smooth
+    objective than the start-up trials did, and the same seed gives the same proposals."""
+
+    def objective(config: dict) -> float:
+        import math
+
+        return (
+            (math.log10(config["lr"]) + 2.0) ** 2 + 0.1 * config["depth"] + 0.05 * (config["act"] == "gelu")
+        )
+
+    def run(seed: int) -> list[tuple[dict, float]]:
+        searcher = make_searcher(SearcherConfig(type="gp", n_startup_trials=4), "val_loss", "min", seed)
+        assert type(searcher._sampler).__name__ == "GPSampler"
+        assert searcher.set_search_properties("val_loss", "min", build_search_space(SPACE))
+        seen = []
+        for i in range(10):
+            config = searcher.suggest(f"t{i}")
+            value = objective(config)
+            searcher.on_trial_complete(f"t{i}", result={"val_loss": value})
+            seen.append((config, value))
+        return seen
+
+    first = run(3)
+    assert first == run(3) and first != run(4)
+    assert min(v for _, v in first[4:]) < min(v for _, v in first[:4])

@@ -271,3 +271,29 @@ def test_a_user_module_beside_the_config_is_found_without_pythonpath(
         "cannot import module 'nowhere_xyz_trainable' (looked in the config's folder, the working directory"
         in bad.output
     )
+
+
+def test_a_sweep_with_the_gp_searcher(ray_session, tmp_path) -> None:
+    """``searcher: {type: gp}`` end to end: Optuna's Gaussian process asked and told by a real
+    sweep; every trial it proposed is told its final loss (read back from its saved state)."""
+    import pickle
+
+    config = {
+        "name": "gp",
+        "trainable": {"name": "tests.user_trainables:quadratic"},
+        "metric": "loss",
+        "max_epochs": 2,
+        "num_samples": 5,
+        "max_concurrent_trials": 1,
+        "search_space": {"x": {"type": "uniform", "low": 0.0, "high": 1.0}},
+        "searcher": {"type": "gp", "n_startup_trials": 2},
+        "scheduler": {"type": "fifo"},
+    }
+    result = run_sweep(parse_config(config), tmp_path / "run")
+    frame = result.trials.set_index("trial_id")
+    assert len(frame) == 5 and (frame["epochs"] == 2).all()
+    state = pickle.loads(sorted((tmp_path / "run" / "ray").glob("searcher-state-*.pkl"))[-1].read_bytes())
+    assert type(state["_sampler"]).__name__ == "GPSampler"
+    study = state["_ot_study"]
+    told = sorted(t.value for t in study.trials)
+    assert told == pytest.approx(sorted(frame["last_loss"]))
