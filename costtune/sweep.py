@@ -341,6 +341,7 @@ def _run(
 
     from costtune.schedulers import CostAwareFIFO, CostAwareHyperBand, LedgerCallback
     from costtune.schedulers.callbacks import ForgetVanishedCheckpoints, KeepRayState
+    from costtune.schedulers.governed import GovernorHooks
     from costtune.schedulers.stoppers import EpochLimit
     from costtune.search import RungEstimates, build_search_space, make_searcher
 
@@ -398,6 +399,7 @@ def _run(
         scheduler); each answers a StopReason value."""
         return next((r for r in (s.stop_reason(trial_id) for s in sources) if r is not None), None)
 
+    hooks = GovernorHooks(governor)  # bound methods that find the one governor after a resume
     callbacks: list[Any] = [
         ForgetVanishedCheckpoints(),
         KeepRayState(out),
@@ -406,10 +408,10 @@ def _run(
             hyperparameters=list(config.search_space),
             stop_reason_of=stop_reason_of,
             seconds_field=config.cost.time_field,
-            extra_seconds_of=lambda trial_id: governor.extra_seconds.get(trial_id, 0.0),
+            extra_seconds_of=hooks.extra_seconds,
             tables_dir=out,
             # lost work and hung time reach the budget when charged, not at a next report
-            charged=governor.budget.record,
+            charged=hooks.charged,
         ),
     ]
     if progress:
@@ -744,6 +746,9 @@ def _resume(out: Path, experiment: Path, ray_address: str | None) -> SweepResult
     _prepare_environment()
     _ensure_ray(ray_address, config)
     resources = trial_resources(config)
+    from costtune.schedulers.governed import forget_governors
+
+    forget_governors()  # the governor copies this restore unpickles meet on a fresh one
     with resuming(out):  # a copied or moved run writes only into itself
         tuner = tune.Tuner.restore(
             str(experiment),
@@ -777,6 +782,10 @@ def _governance(config: SweepConfig, ledger: Ledger) -> tuple[Governor, Any]:
         if s.type == "cost_aware_hyperband"
         else config.max_epochs,
     )
+    from costtune.schedulers.governed import forget_governors, shared_governor
+
+    forget_governors()
+    shared_governor(governor)  # a copy Tune unpickles in this process meets this one
     st = config.stopping
     rule = StoppingRule(
         patience_epochs=st.patience_epochs,

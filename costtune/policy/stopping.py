@@ -37,6 +37,7 @@ from __future__ import annotations
 import bisect
 import math
 import statistics
+import uuid
 from dataclasses import dataclass, field
 
 from costtune.errors import ConfigError
@@ -331,6 +332,10 @@ class Governor:
     ended: set[str] = field(default_factory=set)
     #: per-trial USD per second where a trial is billed at another price (a mixed pool)
     rates: dict[str, float] = field(default_factory=dict)
+    #: the sweep was ended as a whole (its budget spent, or its progress per dollar too low)
+    sweep_stopped: bool = False
+    #: one sweep's governor: the copies a resumed process unpickles share the one with this key
+    key: str = field(default_factory=lambda: uuid.uuid4().hex)
 
     def rate(self, trial_id: str) -> float:
         """What one second of ``trial_id`` costs."""

@@ -14,6 +14,51 @@ from typing import Any
 from ray.tune.experiment import Trial
 from ray.tune.schedulers import FIFOScheduler
 
+#: the governor of each sweep in this process, by its key (see :func:`shared_governor`)
+_GOVERNORS: dict[str, Any] = {}
+
+
+def shared_governor(governor: Any) -> Any:
+    """The one governor of this sweep in this process.
+
+    Tune pickles the stopper, the scheduler and the callbacks in more than one piece; a resume
+    unpickles each piece with a governor of its own. They must meet on one object again, or a
+    stop recorded by the stopper Tune calls is not seen where the books ask why a trial ended
+    (it was written down as ``completed``), and what one copy counts against the budget the
+    others miss. A governor pickled by an older costtune has no key: it stays as it is.
+    """
+    key = getattr(governor, "key", None)
+    if governor is None or key is None:
+        return governor
+    return _GOVERNORS.setdefault(key, governor)
+
+
+def forget_governors() -> None:
+    """A new sweep, or a new resume, in this process: no governor of an earlier one is shared
+    (a second resume of one run would otherwise meet the first resume's governor, and its
+    stale report times would end running trials as hung)."""
+    _GOVERNORS.clear()
+
+
+class GovernorHooks:
+    """What the ledger callback asks the governor, as bound methods that survive a resume
+    (a lambda over the governor would hold the copy its pickle made; see :func:`shared_governor`)."""
+
+    def __init__(self, governor: Any) -> None:
+        self.governor = governor
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
+        self.governor = shared_governor(self.governor)
+
+    def extra_seconds(self, trial_id: str) -> float:
+        """Seconds a trial held its devices after its last report (a hung trial ended)."""
+        return float(self.governor.extra_seconds.get(trial_id, 0.0))
+
+    def charged(self, trial_id: str, epochs: int, usd: float) -> None:
+        """Lost work or hung time charged between reports: the budget counts it now."""
+        self.governor.budget.record(trial_id, epochs, usd)
+
 
 class GovernedMixin:
     """Adds governor checks to a scheduler's ``choose_trial_to_run``."""
@@ -51,6 +96,10 @@ class CostAwareFIFO(GovernedMixin, FIFOScheduler):
     def __init__(self, governor: Any = None) -> None:
         super().__init__()
         self.governor = governor
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
+        self.governor = shared_governor(self.governor)
 
     def choose_trial_to_run(self, tune_controller: Any) -> Trial | None:
         self._govern(tune_controller)

@@ -24,7 +24,7 @@ from costtune.errors import ConfigError
 from costtune.ledger import write_json_atomic
 from costtune.policy import AsyncHyperband, Decision, PromotionRule, StopReason
 from costtune.rundir import relocated
-from costtune.schedulers.governed import GovernedMixin
+from costtune.schedulers.governed import GovernedMixin, shared_governor
 from costtune.schedulers.placement import billed_usd
 
 if TYPE_CHECKING:
@@ -159,6 +159,7 @@ class CostAwareHyperBand(GovernedMixin, FIFOScheduler):
     def __setstate__(self, state: dict[str, Any]) -> None:
         self.__dict__.update(state)
         self.__dict__.setdefault("ledger", None)  # pickled by an older costtune
+        self.governor = shared_governor(self.governor)  # the one the stopper Tune calls records in
         if self.ledger is not None:
             self.ledger = self.ledger.shared()
         if self.state_path is not None:

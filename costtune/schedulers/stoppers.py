@@ -21,6 +21,7 @@ from costtune.policy import (
     SweepProgress,
     metric_reason,
 )
+from costtune.schedulers.governed import shared_governor
 from costtune.schedulers.placement import placed
 
 
@@ -67,12 +68,16 @@ class CostStopper(Stopper):
         self.sweep_progress = sweep_progress
         self.outlook = outlook
         self.seconds_field = seconds_field
-        self._stop_all = False
 
     def __setstate__(self, state: dict[str, Any]) -> None:
         self.__dict__.update(state)
         for stale in ("_reported", "_charged", "_epochs"):  # pickled by an older costtune
             self.__dict__.pop(stale, None)
+        stopped = self.__dict__.pop("_stop_all", False)  # an older costtune kept it here
+        self.governor = shared_governor(self.governor)  # the one the scheduler and books ask
+        if not hasattr(self.governor, "sweep_stopped"):
+            self.governor.sweep_stopped = False
+        self.governor.sweep_stopped = self.governor.sweep_stopped or stopped
         self.ledger = self.ledger.shared()  # the one the ledger callback writes to
         self.rebuild(self.ledger)
 
@@ -110,7 +115,7 @@ class CostStopper(Stopper):
             self._rate_of(trial_id, *where)
         reason = self.governor.on_result(trial_id, epoch, charged, time.monotonic())
         if reason is StopReason.SWEEP_BUDGET:
-            self._stop_all = True
+            self.governor.sweep_stopped = True
         loss = Direction.of(self.mode).loss(result.get(self.metric))
         if reason is None and self.metric in result:
             reason = metric_reason(loss)
@@ -119,7 +124,7 @@ class CostStopper(Stopper):
         if self.sweep_progress is not None:
             self.sweep_progress.record(loss, self.governor.budget.spent_usd)
             if self.sweep_progress.should_stop():
-                self._stop_all = True
+                self.governor.sweep_stopped = True
                 self.governor.reasons.setdefault(trial_id, StopReason.SWEEP_MARGINAL_ROI)
         if self.outlook is not None and self.metric in result:
             seen = self.outlook.on_result(trial_id, loss)  # every result: the incumbent is the sweep's
@@ -139,11 +144,11 @@ class CostStopper(Stopper):
         self.governor.rates[trial_id] = price * devices / 3600
 
     def stop_all(self) -> bool:
-        return self._stop_all
+        return self.governor.sweep_stopped
 
     def stop_reason(self, trial_id: str) -> str | None:
         reason = self.governor.reasons.get(trial_id)
-        if reason is None and self._stop_all:
+        if reason is None and self.governor.sweep_stopped:
             return (
                 StopReason.SWEEP_MARGINAL_ROI.value
                 if not self.governor.budget.exhausted()
