@@ -203,6 +203,22 @@ def random_stream(task: str, seed: int, chunk: int = 100) -> Iterator[Curve]:
 
 
 # ----------------------------------------------------------------------- methods
+#: a variant's one-letter flags (see :func:`parse_variant`): letter → (keyword, value)
+_FLAGS: dict[str, tuple[str, Any]] = {
+    "x": ("tell_pruned", True),
+    "m": ("multivariate", True),
+    "u": ("multivariate", False),
+    "w": ("wait_for_rungs", True),
+    "v": ("tell_estimate", True),
+    "L": ("constant_liar", True),
+    "O": ("oracle_rungs", True),
+    "G": ("gp", True),
+    "T": ("oracle_tell", True),
+    "s": ("spare_best", True),
+    "d": ("tell_predicted", True),
+}
+
+
 def parse_variant(method: str) -> tuple[str, dict[str, Any]]:
     """``costtune-hb-tpe:g1e3b1pl`` → ("costtune-hb-tpe", {grace_epochs: 1, eta: 3, ...}).
 
@@ -237,13 +253,7 @@ def parse_variant(method: str) -> tuple[str, dict[str, Any]]:
     (``AsyncHyperband.rung_estimate``), not at its last loss.
     """
     base, _, spec = method.partition(":")
-    kwargs: dict[str, Any] = {}
-    if "x" in spec:
-        kwargs["tell_pruned"] = True
-    if "m" in spec:
-        kwargs["multivariate"] = True
-    if "u" in spec:
-        kwargs["multivariate"] = False
+    kwargs: dict[str, Any] = {key: value for letter, (key, value) in _FLAGS.items() if letter in spec}
     for value in re.findall(r"o([0-9.]+)", spec):
         kwargs["optimism"] = float(value)
     for value in re.findall(r"n([0-9]+)", spec):
@@ -254,23 +264,7 @@ def parse_variant(method: str) -> tuple[str, dict[str, Any]]:
         kwargs["relative_roi"] = float(value)
     for value in re.findall(r"a([0-9]+)", spec):
         kwargs["lookahead"] = int(value) or None
-    if "w" in spec:
-        kwargs["wait_for_rungs"] = True
-    if "v" in spec:
-        kwargs["tell_estimate"] = True
-    if "L" in spec:
-        kwargs["constant_liar"] = True
-    if "O" in spec:
-        kwargs["oracle_rungs"] = True
-    if "G" in spec:
-        kwargs["gp"] = True
-    if "T" in spec:
-        kwargs["oracle_tell"] = True
-    if "s" in spec:
-        kwargs["spare_best"] = True
-    if "d" in spec:
-        kwargs["tell_predicted"] = True
-    spec = re.sub(r"o[0-9.]+|n[0-9]+|q[0-9]+|r[0-9.]+|a[0-9]+|d|s|w|v|L|O|T|G", "", spec)
+    spec = re.sub(r"o[0-9.]+|n[0-9]+|q[0-9]+|r[0-9.]+|a[0-9]+|[" + "".join(_FLAGS) + "]", "", spec)
     for key, value in re.findall(r"([gebpk])([0-9]+|[lcpf])", spec):
         if key == "k":
             kwargs["keep"] = {"c": "ceil", "f": "floor"}[value]
