@@ -156,17 +156,19 @@ def test_cost_aware_hyperband_prunes_worse_trials_in_a_plain_tuner(ray_session, 
     assert set(epochs.values()) <= {1, 3, 9}  # rungs at 1 and 3, or the end
 
 
+#: a user's own trainable (loss → (x − 0.3)² + 1/epoch), every trial to the end
+QUADRATIC = {
+    "trainable": {"name": "tests.user_trainables:quadratic"},
+    "metric": "loss",
+    "max_epochs": 3,
+    "num_samples": 4,
+    "search_space": {"x": {"type": "uniform", "low": 0.0, "high": 1.0}},
+    "scheduler": {"type": "fifo"},
+}
+
+
 def test_a_users_own_module_function_trainable(ray_session, tmp_path) -> None:
-    config = {
-        "name": "user",
-        "trainable": {"name": "tests.user_trainables:quadratic"},
-        "metric": "loss",
-        "max_epochs": 3,
-        "num_samples": 4,
-        "search_space": {"x": {"type": "uniform", "low": 0.0, "high": 1.0}},
-        "searcher": {"type": "hyperopt", "n_startup_trials": 2},
-        "scheduler": {"type": "fifo"},
-    }
+    config = {**QUADRATIC, "name": "user", "searcher": {"type": "hyperopt", "n_startup_trials": 2}}
     result = run_sweep(parse_config(config), tmp_path / "run")
     frame = result.trials
     assert len(frame) == 4 and (frame["epochs"] == 3).all()
@@ -279,15 +281,12 @@ def test_a_sweep_with_the_gp_searcher(ray_session, tmp_path) -> None:
     import pickle
 
     config = {
+        **QUADRATIC,
         "name": "gp",
-        "trainable": {"name": "tests.user_trainables:quadratic"},
-        "metric": "loss",
         "max_epochs": 2,
         "num_samples": 5,
         "max_concurrent_trials": 1,
-        "search_space": {"x": {"type": "uniform", "low": 0.0, "high": 1.0}},
         "searcher": {"type": "gp", "n_startup_trials": 2},
-        "scheduler": {"type": "fifo"},
     }
     result = run_sweep(parse_config(config), tmp_path / "run")
     frame = result.trials.set_index("trial_id")
