@@ -113,6 +113,12 @@ RAY_METHODS = ("ray-asha", "ray-asha-rf5", "ray-hyperband")
 TARGETS = ("GRID", "TOP1")
 #: simulated asynchronous workers per run (--workers); set per process by measure_task
 WORKERS = 1
+#: --until-target: a run with a searcher in the loop stops asking for configurations once an
+#: ended trial has reached every target. Cost and time to target are the same (the trace up
+#: to that point is unchanged); the rest of the budget, its spend and regret, are not run.
+UNTIL_TARGET = False
+#: set by a run that --until-target stopped short of its budget
+_stopped_short = False
 #: the marginal-ROI stopper used on LCBench: stop a trial whose 5-epoch median val CE fell
 #: by less than 0.5 per device-hour (≈ 0.0007 per 5 s epoch), or after 10 epochs without
 #: a 0.001 improvement
@@ -315,10 +321,12 @@ def run_tpe_loop(
     """
     import optuna
 
+    from costtune.search import gp_sampler
+
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     study = optuna.create_study(
         study_name=f"costtune-{task.name}-{seed}",
-        sampler=optuna.samplers.GPSampler(seed=seed)
+        sampler=gp_sampler(seed)
         if gp
         else optuna.samplers.TPESampler(seed=seed, multivariate=multivariate, constant_liar=constant_liar),
     )
@@ -329,7 +337,14 @@ def run_tpe_loop(
     finished: list[Curve] = []
     configs: dict[str, dict[str, float]] = {}
 
-    def next_curve() -> Curve:
+    hardest = min(task.targets.values())
+    best_seen = math.inf  # the lowest loss any ended trial showed
+
+    def next_curve() -> Curve | None:
+        global _stopped_short
+        if UNTIL_TARGET and best_seen <= hardest:
+            _stopped_short = True
+            return None
         if cheapest_of > 1 and costs.ready():
             proposals = [study.ask() for _ in range(cheapest_of)]
             params = [suggest(t) for t in proposals]
@@ -350,6 +365,8 @@ def run_tpe_loop(
     by_id: dict[str, Curve] = {}
 
     def on_trial_end(config_id: str, epoch: int, loss: float) -> None:
+        nonlocal best_seen
+        best_seen = min(best_seen, float(by_id[config_id].val_loss[:epoch].min()))
         costs.observe(configs[config_id], float(by_id[config_id].epoch_seconds[:epoch].mean()))
         trial = asked.pop(config_id)
         curve = by_id[config_id]
@@ -658,7 +675,9 @@ COLUMNS = (
 
 
 def measure(task: Task, seed: int, method: str) -> dict[str, Any]:
+    global _stopped_short
     started = time.perf_counter()
+    _stopped_short = False
     trace = run_method(task, seed, method)
     row: dict[str, Any] = {"method": method, "task": task.name, "seed": seed}
     for name, target in task.targets.items():
@@ -671,15 +690,17 @@ def measure(task: Task, seed: int, method: str) -> dict[str, Any]:
     row["budget"] = task.budget
     row["spent"] = trace[-1][0] if trace else 0.0
     row["regret"] = (best - task.best_known) / task.best_known
+    if _stopped_short:  # the run stopped short of its budget: neither was measured
+        row["spent"] = row["regret"] = math.nan
     row["seconds"] = time.perf_counter() - started
     return row
 
 
 def measure_task(
-    args: tuple[str, str | None, list[int], list[str], str | None, int],
+    args: tuple[str, str | None, list[int], list[str], str | None, int, bool],
 ) -> list[dict[str, Any]]:
-    global WORKERS
-    task_name, data_dir, seeds, methods, partial, WORKERS = args
+    global WORKERS, UNTIL_TARGET
+    task_name, data_dir, seeds, methods, partial, WORKERS, UNTIL_TARGET = args
     bench(data_dir)
     task = prepare(task_name)
     print(
@@ -742,7 +763,9 @@ def summarise(rows: list[dict[str, Any]], reference: str = REFERENCE) -> str:
                 clocks = [h for h in clocks if math.isfinite(h) and h > 0]
                 if clocks:
                     hours.append(statistics.median(clocks))
-            regret = statistics.median(float(r["regret"]) for r in mine)
+            # runs --until-target stopped short have no regret (nan): the median of the rest
+            regrets = [float(r["regret"]) for r in mine if not math.isnan(float(r["regret"]))]
+            regret = statistics.median(regrets) if regrets else math.nan
             versus = "—"
             success = "—"
             if method != reference:
@@ -788,6 +811,12 @@ def main() -> None:
     parser.add_argument(
         "--workers", type=int, default=1, help="asynchronous workers per run (simulated; default 1)"
     )
+    parser.add_argument(
+        "--until-target",
+        action="store_true",
+        help="costtune's searcher-in-the-loop runs stop asking once every target is reached: same "
+        "cost to target, much faster with the GP searcher; such a run's spent and regret are nan",
+    )
     parser.add_argument("--jobs", type=int, default=os.cpu_count() or 1, help="tasks run in parallel")
     parser.add_argument(
         "--out", default=None, help="write every run as CSV here (and each as it ends to OUT.partial)"
@@ -814,7 +843,7 @@ def main() -> None:
     partial = f"{args.out}.partial" if args.out else None
     if partial:
         Path(partial).write_text(",".join(COLUMNS) + "\n")
-    work = [(t, args.data_dir, seeds, methods, partial, args.workers) for t in tasks]
+    work = [(t, args.data_dir, seeds, methods, partial, args.workers, args.until_target) for t in tasks]
     started = time.perf_counter()
     if ray_run or args.jobs <= 1:
         if ray_run:

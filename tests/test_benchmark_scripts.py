@@ -8,6 +8,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 REPO = Path(__file__).resolve().parent.parent
 
 
@@ -128,3 +130,31 @@ def test_lcbench_oracle_rungs_rank_by_where_each_curve_ends() -> None:
         assert trial_id == "late"
         assert decision is (Decision.CONTINUE if policy is oracle else Decision.STOP)
     assert oracle.rungs[0][5]["late"].loss == 0.1  # reads through to the policy
+
+
+SHARED_LCBENCH = REPO.parent / "shared" / "benchmarks" / "yahpo_lcbench"
+
+
+@pytest.mark.skipif(
+    not SHARED_LCBENCH.is_dir(), reason="the shared LCBench surrogate is not beside this checkout"
+)
+def test_lcbench_until_target_gives_the_same_cost_to_target() -> None:
+    """--until-target stops asking once every target is reached: the figures a table reads
+    (dollars and hours to each target) are those of the full run; spent and regret are nan."""
+    pytest.importorskip("onnxruntime")
+    sys.path.insert(0, str(REPO / "benchmarks"))
+    import lcbench
+
+    lcbench.bench(str(SHARED_LCBENCH))
+    task = lcbench.prepare("146212")
+    full = lcbench.measure(task, 1, "costtune-hb-rel-tpe:r0.3s")
+    lcbench.UNTIL_TARGET = True
+    try:
+        short = lcbench.measure(task, 1, "costtune-hb-rel-tpe:r0.3s")
+    finally:
+        lcbench.UNTIL_TARGET = False
+    assert math.isfinite(full["usd_GRID"]) and math.isfinite(full["usd_TOP1"])
+    for key in ("usd_GRID", "usd_TOP1", "hours_GRID", "hours_TOP1"):
+        assert short[key] == full[key], key
+    assert math.isnan(short["regret"]) and math.isnan(short["spent"])
+    assert math.isfinite(full["regret"]) and full["spent"] >= task.budget * 0.99
