@@ -114,8 +114,9 @@ TARGETS = ("GRID", "TOP1")
 #: simulated asynchronous workers per run (--workers); set per process by measure_task
 WORKERS = 1
 #: --until-target: a run with a searcher in the loop stops asking for configurations once an
-#: ended trial has reached every target. Cost and time to target are the same (the trace up
-#: to that point is unchanged); the rest of the budget, its spend and regret, are not run.
+#: ended trial has reached every target (a peer's run ends at that epoch). Cost and time to
+#: target are the same (the trace up to that point is unchanged); the rest of the budget,
+#: its spend and regret, are not run.
 UNTIL_TARGET = False
 #: set by a run that --until-target stopped short of its budget
 _stopped_short = False
@@ -253,8 +254,9 @@ def parse_variant(method: str) -> tuple[str, dict[str, Any]]:
     ``O`` (TPE methods): a diagnostic upper bound, not a method: the rungs rank each trial by
     the best loss its whole curve will reach (:class:`OracleRungs`); ``T``: TPE is told that
     loss for every trial, however early it stopped (a perfect curve model for the searcher).
-    ``G`` (TPE methods): Optuna's ``GPSampler(seed)`` (a Gaussian-process searcher, defaults)
-    in place of TPE, asked and told the same way.
+    ``G`` (TPE methods, Optuna peers too): Optuna's ``GPSampler(seed)`` (a Gaussian-process
+    searcher, defaults) in place of TPE, asked and told the same way. An Optuna peer tells a
+    pruned trial as PRUNED, which the GP leaves out, as it does for any Optuna user.
     ``v``: a trial the look-ahead pruned is told to TPE at its estimated loss at the rung
     (``AsyncHyperband.rung_estimate``), not at its last loss.
     """
@@ -492,15 +494,21 @@ OPTUNA_PRUNERS: dict[str, tuple[str, dict[str, Any]]] = {
 }
 
 
+def _until(task: Task) -> float | None:
+    """--until-target: a peer's run ends at the first epoch that reaches every target."""
+    return min(task.targets.values()) if UNTIL_TARGET else None
+
+
 def run_optuna(
     task: Task,
     seed: int,
     method: str = "optuna-tpe-hb",
     multivariate: bool | None = None,
     constant_liar: bool = False,
+    gp: bool = False,
 ) -> Trace:
-    """Optuna's TPE (its default sampler, or ``multivariate`` set) + a pruner (OPTUNA_PRUNERS)
-    through Optuna's ask/tell."""
+    """Optuna's TPE (its default sampler, or ``multivariate`` set; ``gp``: its GPSampler) + a
+    pruner (OPTUNA_PRUNERS) through Optuna's ask/tell."""
     import optuna
 
     name, kwargs = OPTUNA_PRUNERS[method]
@@ -515,6 +523,8 @@ def run_optuna(
         suggest=suggest,
         multivariate=multivariate,
         constant_liar=constant_liar,
+        gp=gp,
+        stop_below=_until(task),
     )
 
 
@@ -646,12 +656,14 @@ def run_method(task: Task, seed: int, method: str) -> Trace:
     if base == "costtune-pbt":
         return run_pbt(task, seed)
     if base in OPTUNA_PRUNERS:
-        return run_optuna(task, seed, base, multivariate, tpe["constant_liar"])
+        return run_optuna(task, seed, base, multivariate, tpe["constant_liar"], tpe["gp"])
     if base in RAY_METHODS:
         return run_ray(task, seed, base)
     if base in PEER_SETTINGS:
         evaluate = lambda config: curves_of(task.name, [config])[0]  # noqa: E731
-        return run_peer(base, evaluate, seed, task.budget, USD_PER_HOUR, workers=WORKERS)
+        return run_peer(
+            base, evaluate, seed, task.budget, USD_PER_HOUR, workers=WORKERS, stop_below=_until(task)
+        )
     raise SystemExit(f"--methods: unknown method {method!r}")
 
 
@@ -690,6 +702,8 @@ def measure(task: Task, seed: int, method: str) -> dict[str, Any]:
     row["budget"] = task.budget
     row["spent"] = trace[-1][0] if trace else 0.0
     row["regret"] = (best - task.best_known) / task.best_known
+    # a peer's run that ended at the target
+    _stopped_short |= UNTIL_TARGET and row["spent"] < task.budget and best <= min(task.targets.values())
     if _stopped_short:  # the run stopped short of its budget: neither was measured
         row["spent"] = row["regret"] = math.nan
     row["seconds"] = time.perf_counter() - started
@@ -763,9 +777,9 @@ def summarise(rows: list[dict[str, Any]], reference: str = REFERENCE) -> str:
                 clocks = [h for h in clocks if math.isfinite(h) and h > 0]
                 if clocks:
                     hours.append(statistics.median(clocks))
-            # runs --until-target stopped short have no regret (nan): the median of the rest
-            regrets = [float(r["regret"]) for r in mine if not math.isnan(float(r["regret"]))]
-            regret = statistics.median(regrets) if regrets else math.nan
+            # a run --until-target stopped short has no regret (nan): then none is printed
+            regrets = [float(r["regret"]) for r in mine]
+            regret = math.nan if any(map(math.isnan, regrets)) else statistics.median(regrets)
             versus = "—"
             success = "—"
             if method != reference:
@@ -814,8 +828,9 @@ def main() -> None:
     parser.add_argument(
         "--until-target",
         action="store_true",
-        help="costtune's searcher-in-the-loop runs stop asking once every target is reached: same "
-        "cost to target, much faster with the GP searcher; such a run's spent and regret are nan",
+        help="searcher-driven runs (costtune's loop, Optuna, the peers) end once every target is "
+        "reached: the same cost and hours to target, much faster; such a run's spent and regret "
+        "are nan",
     )
     parser.add_argument("--jobs", type=int, default=os.cpu_count() or 1, help="tasks run in parallel")
     parser.add_argument(

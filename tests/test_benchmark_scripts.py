@@ -147,14 +147,15 @@ def test_lcbench_until_target_gives_the_same_cost_to_target() -> None:
 
     lcbench.bench(str(SHARED_LCBENCH))
     task = lcbench.prepare("146212")
-    full = lcbench.measure(task, 1, "costtune-hb-rel-tpe:r0.3s")
-    lcbench.UNTIL_TARGET = True
-    try:
-        short = lcbench.measure(task, 1, "costtune-hb-rel-tpe:r0.3s")
-    finally:
-        lcbench.UNTIL_TARGET = False
-    assert math.isfinite(full["usd_GRID"]) and math.isfinite(full["usd_TOP1"])
-    for key in ("usd_GRID", "usd_TOP1", "hours_GRID", "hours_TOP1"):
-        assert short[key] == full[key], key
-    assert math.isnan(short["regret"]) and math.isnan(short["spent"])
-    assert math.isfinite(full["regret"]) and full["spent"] >= task.budget * 0.99
+    for method in ("costtune-hb-rel-tpe:r0.3s", "optuna-tpe-sha-5-5"):
+        full = lcbench.measure(task, 1, method)
+        lcbench.UNTIL_TARGET = True
+        try:
+            short = lcbench.measure(task, 1, method)
+        finally:
+            lcbench.UNTIL_TARGET = False
+        assert math.isfinite(full["usd_GRID"]) and math.isfinite(full["usd_TOP1"]), method
+        for key in ("usd_GRID", "usd_TOP1", "hours_GRID", "hours_TOP1"):
+            assert short[key] == full[key], (method, key)
+        assert math.isnan(short["regret"]) and math.isnan(short["spent"]), method
+        assert math.isfinite(full["regret"]) and full["spent"] >= task.budget * 0.99, method
