@@ -218,13 +218,85 @@ def latency_table() -> None:
         print(f"{n:>8,} trials: {pareto_check_ms(n):.2f} ms per check")
 
 
+def searcher_latency(kind: str, trials: int, asks: int = 10) -> tuple[float, float]:
+    """Median and p99 seconds of one ask (a proposal for all seven LCBench parameters) by
+    costtune's searchers, with ``trials`` told trials behind it (a smooth synthetic loss)."""
+    import math
+    import random
+
+    import optuna
+
+    from costtune.search import gp_sampler
+
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    sampler = gp_sampler(0) if kind == "gp" else optuna.samplers.TPESampler(seed=0, multivariate=False)
+    study = optuna.create_study(sampler=sampler)
+    dists = {
+        "batch_size": optuna.distributions.IntDistribution(16, 512, log=True),
+        "learning_rate": optuna.distributions.FloatDistribution(1e-4, 1e-1, log=True),
+        "momentum": optuna.distributions.FloatDistribution(0.1, 0.99),
+        "weight_decay": optuna.distributions.FloatDistribution(1e-5, 1e-1, log=True),
+        "num_layers": optuna.distributions.IntDistribution(1, 5),
+        "max_units": optuna.distributions.IntDistribution(64, 1024, log=True),
+        "max_dropout": optuna.distributions.FloatDistribution(0.0, 1.0),
+    }
+
+    def loss(p: dict) -> float:
+        return (
+            (math.log10(p["learning_rate"]) + 2) ** 2
+            + 0.1 * abs(p["num_layers"] - 3)
+            + p["max_dropout"] ** 2
+            + 0.01 * math.log(p["batch_size"])
+        )
+
+    rng = random.Random(0)
+    for _ in range(trials):  # told at once: random configurations, their losses
+        params = {
+            name: d.to_external_repr(
+                d.to_internal_repr(
+                    rng.randint(d.low, d.high)
+                    if isinstance(d, optuna.distributions.IntDistribution)
+                    else math.exp(rng.uniform(math.log(d.low), math.log(d.high)))
+                    if d.log
+                    else rng.uniform(d.low, d.high)
+                )
+            )
+            for name, d in dists.items()
+        }
+        study.add_trial(optuna.trial.create_trial(params=params, distributions=dists, value=loss(params)))
+    took = []
+    for _ in range(asks):
+        started = time.perf_counter()
+        trial = study.ask(dists)
+        took.append(time.perf_counter() - started)
+        study.tell(trial, loss(trial.params))
+    took.sort()
+    return statistics.median(took), took[min(len(took) - 1, round(0.99 * (len(took) - 1)))]
+
+
+def searcher_table() -> None:
+    print("\nsearcher: seconds to propose one configuration (LCBench's 7 parameters), n trials told")
+    print(f"{'searcher':>22}{'trials':>8}{'median s':>10}{'p99 s':>9}")
+    for kind, asks in (("optuna", 50), ("gp", 10)):
+        for n in (100, 1_000):
+            median, p99 = searcher_latency(kind, n, asks)
+            name = "univariate TPE" if kind == "optuna" else "GP"
+            print(f"{name:>22}{n:>8,}{median:>10.3f}{p99:>9.3f}")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--trials", type=int, default=1000)
     parser.add_argument("--iterations", type=int, default=10)
     parser.add_argument("--repeats", type=int, default=2)
     parser.add_argument("--core-only", action="store_true", help="only the pure-core decisions per second")
+    parser.add_argument(
+        "--searchers", action="store_true", help="only the searchers' seconds per proposal (TPE, GP)"
+    )
     args = parser.parse_args()
+    if args.searchers:
+        searcher_table()
+        return
     if args.core_only:
         core_table()
         latency_table()
