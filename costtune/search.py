@@ -36,75 +36,29 @@ def build_search_space(space: Mapping[str, ParamSpec], grid: bool = False) -> di
 
 
 def gp_sampler(seed: int, n_startup_trials: int = 10) -> Any:
-    """Optuna's ``GPSampler``, asked the same and answering the same, without its per-call
-    ``torch.device("cpu")`` mode where torch's default device is the CPU already.
+    """Optuna's ``GPSampler``, asked the same and answering the same, without its per-ask
+    ``torch.device("cpu")`` mode where torch's default device is the CPU already
+    (:class:`costtune.gp.CpuGPSampler`)."""
+    from costtune.gp import CpuGPSampler
 
-    Optuna 5 wraps every ask in that context manager (for users who set CUDA as torch's
-    default device); its Python hook runs on each of the ~10^6 small tensor operations of
-    one acquisition search. Skipping it where it changes nothing makes the same suggestions
-    (``tests/test_search.py`` checks them against Optuna's own sampler). Should Optuna's
-    internals move, the plain sampler is used.
-    """
-    import optuna
-
-    return _cpu_gp_class(optuna)(seed=seed, n_startup_trials=n_startup_trials)
-
-
-def _cpu_gp_class(optuna: Any) -> Any:
-    import json
-
-    import torch
-    from optuna.samplers._gp import sampler as gp_module
-    from optuna.trial import TrialState
-
-    base = optuna.samplers.GPSampler
-    needed = ("_get_params", "_RELATIVE_PARAMS_KEY", "_SYSTEM_ATTR_MAX_LENGTH")
-    if not hasattr(base, "_sample_relative_impl") or not all(hasattr(gp_module, n) for n in needed):
-        return base
-
-    class CpuGPSampler(base):  # type: ignore[misc, valid-type]
-        def sample_relative(self, study: Any, trial: Any, search_space: dict[str, Any]) -> dict[str, Any]:
-            if torch.get_default_device().type != "cpu":
-                return dict(super().sample_relative(study, trial, search_space))
-            if search_space == {}:
-                return {}
-            states = (TrialState.COMPLETE, TrialState.RUNNING)
-            trials = study._get_trials(deepcopy=False, states=states, use_cache=False)
-            completed = [t for t in trials if t.state == TrialState.COMPLETE]
-            running = [
-                t
-                for t in trials
-                if t.state == TrialState.RUNNING and search_space.keys() <= gp_module._get_params(t).keys()
-            ]
-            if len(completed) < self._n_startup_trials:
-                return {}
-            params: dict[str, Any] = self._sample_relative_impl(study, completed, running, search_space)
-            if params:  # shared with other processes, as Optuna's own sampler does
-                text, chunk = json.dumps(params), gp_module._SYSTEM_ATTR_MAX_LENGTH
-                for i in range(0, len(text), chunk):
-                    study._storage.set_trial_system_attr(
-                        trial._trial_id,
-                        f"{gp_module._RELATIVE_PARAMS_KEY}:{i // chunk}",
-                        text[i : i + chunk],
-                    )
-            return params
-
-    return CpuGPSampler
+    return CpuGPSampler(seed=seed, n_startup_trials=n_startup_trials)
 
 
 def make_searcher(
     config: SearcherConfig, metric: str, mode: str, seed: int, max_concurrent: int | None = None
 ) -> Any:
-    """A seeded Ray Tune search algorithm: Optuna TPE, Optuna's Gaussian process (``gp``),
-    HyperOpt TPE or random."""
+    """A seeded Ray Tune search algorithm: Optuna's Gaussian process (``gp``, the default),
+    Optuna TPE, HyperOpt TPE or random."""
     if config.type == "gp":
         import optuna
         from ray.tune.search.optuna import OptunaSearch
 
         optuna.logging.set_verbosity(optuna.logging.WARNING)
-        # an option, not the default: on LCBench's dev tasks it reached the targets for 38%
-        # fewer dollars than TPE at 3 seeds, not yet significant (benchmarks/RESULTS.md); it
-        # refits the process at every ask, seconds per trial after a few hundred trials
+        # the default: chosen on LCBench's dev tasks, it held on the test tasks (20 seeds):
+        # 0.119 / 0.103 of the grid's dollars to target against 0.226 / 0.194 with TPE and the
+        # same rungs and stopper, cheaper in 108 and 107 of 160 paired runs, dearer in 42 and
+        # 47 (benchmarks/RESULTS.md, stop 18). It refits the process at every ask:
+        # benchmarks/overhead.py --searchers gives its seconds per proposal.
         gp = gp_sampler(seed, n_startup_trials=config.n_startup_trials or 10)
         return OptunaSearch(metric=metric, mode=mode, sampler=gp)
     if config.type == "optuna":
@@ -112,7 +66,7 @@ def make_searcher(
         from ray.tune.search.optuna import OptunaSearch
 
         optuna.logging.set_verbosity(optuna.logging.WARNING)
-        # univariate TPE: the searcher every LCBench figure of costtune's default was measured
+        # univariate TPE: the searcher costtune's LCBench figures before stop 18 were measured
         # with (benchmarks/RESULTS.md). Optuna 5's default is multivariate for one objective;
         # on the test tasks that reached the targets less often (RESULTS: "Which TPE").
         sampler = optuna.samplers.TPESampler(

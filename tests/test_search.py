@@ -93,3 +93,23 @@ def test_gp_sampler_suggests_what_optunas_own_gp_sampler_does() -> None:
         assert any(key.startswith("gp:relative_params") for key in study.trials[-1].system_attrs)
     assert made["ours"] == made["optuna"]
     assert isinstance(gp_sampler(5), optuna.samplers.GPSampler)
+
+
+def test_the_gp_searcher_survives_tunes_pickling() -> None:
+    """Ray Tune pickles the searcher at every checkpoint: the sampler must go through
+    cloudpickle and plain pickle, and answer the same afterwards."""
+    import pickle
+
+    from ray import cloudpickle
+
+    searcher = make_searcher(SearcherConfig(type="gp", n_startup_trials=2), "val_loss", "min", 7)
+    assert searcher.set_search_properties("val_loss", "min", build_search_space(SPACE))
+    for i in range(4):
+        config = searcher.suggest(f"t{i}")
+        searcher.on_trial_complete(f"t{i}", result={"val_loss": config["lr"] + config["depth"]})
+    for dumps in (pickle.dumps, cloudpickle.dumps):
+        copy = pickle.loads(dumps(searcher))
+        assert isinstance(copy._sampler, optuna.samplers.GPSampler)
+        assert copy.suggest("next") == searcher.suggest("next")
+        searcher.on_trial_complete("next", result={"val_loss": 1.0})
+        copy.on_trial_complete("next", result={"val_loss": 1.0})

@@ -280,6 +280,8 @@ def test_a_sweep_with_the_gp_searcher(ray_session, tmp_path) -> None:
     sweep; every trial it proposed is told its final loss (read back from its saved state)."""
     import pickle
 
+    import optuna
+
     config = {
         **QUADRATIC,
         "name": "gp",
@@ -292,7 +294,7 @@ def test_a_sweep_with_the_gp_searcher(ray_session, tmp_path) -> None:
     frame = result.trials.set_index("trial_id")
     assert len(frame) == 5 and (frame["epochs"] == 2).all()
     state = pickle.loads(sorted((tmp_path / "run" / "ray").glob("searcher-state-*.pkl"))[-1].read_bytes())
-    assert type(state["_sampler"]).__name__ == "GPSampler"
+    assert isinstance(state["_sampler"], optuna.samplers.GPSampler)
     study = state["_ot_study"]
     told = sorted(t.value for t in study.trials)
     assert told == pytest.approx(sorted(frame["last_loss"]))
