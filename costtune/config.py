@@ -114,7 +114,7 @@ class ParamSpec(_Strict):
 
 
 class SearcherConfig(_Strict):
-    type: Literal["optuna", "gp", "hyperopt", "random", "grid"] = "optuna"
+    type: Literal["gp", "optuna", "hyperopt", "random", "grid"] = "gp"
     n_startup_trials: int | None = Field(
         None, ge=1, description="random trials before the model (TPE or the Gaussian process) is used"
     )

@@ -23,7 +23,7 @@ def test_embedded_default_config_is_valid() -> None:
     config = load_config(REPO / "experiments" / "digits.yaml")
     assert config.scheduler.type == "cost_aware_hyperband"
     assert config.scheduler.grace_epochs == 5 and config.scheduler.eta == 5
-    assert config.searcher.type == "optuna"
+    assert config.searcher.type == "gp"
     assert "lr" in config.search_space  # loaded from search_spaces/mlp.yaml
 
 
@@ -37,6 +37,7 @@ def test_defaults_are_the_documented_ones() -> None:
         "loss",
     )
     assert config.cost.accelerator == "A100" and config.cost.cost_model().prices["A100"] == 2.50
+    assert config.searcher.type == "gp" and config.searcher.n_startup_trials is None  # 10 start-up trials
 
 
 @pytest.mark.parametrize(
