@@ -24,9 +24,22 @@ class CpuGPSampler(optuna.samplers.GPSampler):
     tensor operations of one acquisition search, a third of a benchmark run's time. The
     suggestions are Optuna's, trial for trial (``tests/test_search.py`` checks them against
     Optuna's own sampler). A module-level class, so that Ray Tune can pickle the searcher.
+
+    It also runs each ask on one torch thread. The matrices are small (one row per trial),
+    and where the trials keep every core busy, torch's default of a thread per core made one
+    ask at 100 trials take 10 s instead of 0.4 s on the 2-core machine
+    (``benchmarks/overhead.py --searchers``; RESULTS, stop 18).
     """
 
     def sample_relative(self, study: Any, trial: Any, search_space: dict[str, Any]) -> dict[str, Any]:
+        threads = torch.get_num_threads()
+        torch.set_num_threads(1)
+        try:
+            return self._sample_relative(study, trial, search_space)
+        finally:
+            torch.set_num_threads(threads)
+
+    def _sample_relative(self, study: Any, trial: Any, search_space: dict[str, Any]) -> dict[str, Any]:
         if not _INTERNALS or torch.get_default_device().type != "cpu":
             return dict(super().sample_relative(study, trial, search_space))
         if search_space == {}:

@@ -83,7 +83,10 @@ def test_gp_sampler_suggests_what_optunas_own_gp_sampler_does() -> None:
         act = trial.suggest_categorical("act", ["relu", "gelu"])
         return (lr - 0.01) ** 2 + 0.1 * (layers - 3) ** 2 + abs(units - 100) / 500 + 0.05 * (act == "relu")
 
+    import torch
+
     optuna.logging.set_verbosity(optuna.logging.WARNING)
+    threads = torch.get_num_threads()
     made = {}
     for name, sampler in (("ours", gp_sampler(5)), ("optuna", optuna.samplers.GPSampler(seed=5))):
         study = optuna.create_study(sampler=sampler)
@@ -91,7 +94,8 @@ def test_gp_sampler_suggests_what_optunas_own_gp_sampler_does() -> None:
         made[name] = [t.params for t in study.trials]
         # past the 10 random start-up trials the model proposed (and shared them as Optuna does)
         assert any(key.startswith("gp:relative_params") for key in study.trials[-1].system_attrs)
-    assert made["ours"] == made["optuna"]
+    assert made["ours"] == made["optuna"]  # asked on one torch thread, the same answers
+    assert torch.get_num_threads() == threads  # and the caller's thread count is restored
     assert isinstance(gp_sampler(5), optuna.samplers.GPSampler)
 
 
