@@ -45,7 +45,8 @@ class Capture:
 
         def next_curve() -> Any:
             curve = ask()
-            proposed[curve.config_id] = curve
+            if curve is not None:  # None: the searcher stopped asking (--until-target)
+                proposed[curve.config_id] = curve
             return curve
 
         sim = self.simulate(curves, policy, **{**kwargs, "next_curve": next_curve})

@@ -257,6 +257,7 @@ def parse_variant(method: str) -> tuple[str, dict[str, Any]]:
     ``G`` (TPE methods, Optuna peers too): Optuna's ``GPSampler(seed)`` (a Gaussian-process
     searcher, defaults) in place of TPE, asked and told the same way. An Optuna peer tells a
     pruned trial as PRUNED, which the GP leaves out, as it does for any Optuna user.
+    ``i<N>`` (with ``G``): the GP's random start-up trials (``n_startup_trials``; default 10).
     ``v``: a trial the look-ahead pruned is told to TPE at its estimated loss at the rung
     (``AsyncHyperband.rung_estimate``), not at its last loss.
     """
@@ -272,7 +273,9 @@ def parse_variant(method: str) -> tuple[str, dict[str, Any]]:
         kwargs["relative_roi"] = float(value)
     for value in re.findall(r"a([0-9]+)", spec):
         kwargs["lookahead"] = int(value) or None
-    spec = re.sub(r"o[0-9.]+|n[0-9]+|q[0-9]+|r[0-9.]+|a[0-9]+|[" + "".join(_FLAGS) + "]", "", spec)
+    for value in re.findall(r"i([0-9]+)", spec):
+        kwargs["n_startup"] = int(value)
+    spec = re.sub(r"o[0-9.]+|n[0-9]+|q[0-9]+|r[0-9.]+|a[0-9]+|i[0-9]+|[" + "".join(_FLAGS) + "]", "", spec)
     for key, value in re.findall(r"([gebpk])([0-9]+|[lcpf])", spec):
         if key == "k":
             kwargs["keep"] = {"c": "ceil", "f": "floor"}[value]
@@ -314,6 +317,7 @@ def run_tpe_loop(
     oracle_rungs: bool = False,
     oracle_tell: bool = False,
     gp: bool = False,
+    n_startup: int = 10,
 ) -> Trace:
     """A costtune policy on the simulator with Optuna's TPE asked and told in the loop.
 
@@ -328,7 +332,7 @@ def run_tpe_loop(
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     study = optuna.create_study(
         study_name=f"costtune-{task.name}-{seed}",
-        sampler=gp_sampler(seed)
+        sampler=gp_sampler(seed, n_startup_trials=n_startup)
         if gp
         else optuna.samplers.TPESampler(seed=seed, multivariate=multivariate, constant_liar=constant_liar),
     )
@@ -600,6 +604,8 @@ def run_method(task: Task, seed: int, method: str) -> Trace:
         "oracle_rungs": bool(kwargs.pop("oracle_rungs", False)),
         "oracle_tell": bool(kwargs.pop("oracle_tell", False)),
         "gp": bool(kwargs.pop("gp", False)),
+        "n_startup": int(kwargs.pop("n_startup", 10)),
+        "tell_predicted": bool(kwargs.pop("tell_predicted", False)),
     }
     if base == "grid":
         return task.grid_trace
@@ -609,16 +615,7 @@ def run_method(task: Task, seed: int, method: str) -> Trace:
         return run_stream(task, seed, AsyncHyperband(52, **kwargs))
     if base == "costtune-hb-tpe":
         cheapest_of = int(kwargs.pop("cheapest_of", 1))
-        predicted = bool(kwargs.pop("tell_predicted", False))
-        return run_tpe_loop(
-            task,
-            seed,
-            AsyncHyperband(52, **kwargs),
-            None,
-            cheapest_of=cheapest_of,
-            tell_predicted=predicted,
-            **tpe,
-        )
+        return run_tpe_loop(task, seed, AsyncHyperband(52, **kwargs), None, cheapest_of=cheapest_of, **tpe)
     if base == "costtune-roi-tpe":
         return run_tpe_loop(task, seed, None, MarginalRoiStopping(ROI_RULE), **tpe)
     if base == "costtune-hb-roi-tpe":

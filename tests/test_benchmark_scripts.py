@@ -66,6 +66,10 @@ def test_lcbench_table_pairs_runs_by_task_and_seed() -> None:
         {"grace_epochs": 1, "eta": 3, "brackets": 1, "promotion": "loss"},
     )
     assert parse_variant("grid") == ("grid", {})
+    assert parse_variant("costtune-hb-rel-tpe:r0.3sGi5d") == (
+        "costtune-hb-rel-tpe",
+        {"gp": True, "spare_best": True, "tell_predicted": True, "relative_roi": 0.3, "n_startup": 5},
+    )
     inf = math.inf
 
     def row(method, task, seed, usd):
