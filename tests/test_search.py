@@ -117,3 +117,67 @@ def test_the_gp_searcher_survives_tunes_pickling() -> None:
         assert copy.suggest("next") == searcher.suggest("next")
         searcher.on_trial_complete("next", result={"val_loss": 1.0})
         copy.on_trial_complete("next", result={"val_loss": 1.0})
+
+
+def test_gp_sampler_past_many_trials_refits_its_kernel_only_as_the_trials_grow() -> None:
+    """Past REFIT_EVERY_ASK_UNTIL completed trials an ask keeps the last fit's kernel
+    hyperparameters (conditioned on every trial) until the trials have grown by
+    REFIT_GROWTH: the O(n³) optimisation that made an ask take seconds at 1,000 trials."""
+    import random
+
+    import optuna._gp.gp as gp_internals
+
+    from costtune import gp
+
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    dists = {
+        "x": optuna.distributions.FloatDistribution(0.0, 1.0),
+        "y": optuna.distributions.FloatDistribution(0.0, 1.0),
+    }
+    study = optuna.create_study(sampler=gp_sampler(3))
+    rng = random.Random(0)
+
+    def add(n: int) -> None:
+        for _ in range(n):
+            p = {"x": rng.random(), "y": rng.random()}
+            study.add_trial(
+                optuna.trial.create_trial(params=p, distributions=dists, value=(p["x"] - 0.3) ** 2 + p["y"])
+            )
+
+    fits = []
+    original = gp_internals.GPRegressor._fit_kernel_params
+
+    def counting(self, *args, **kwargs):  # type: ignore[no-untyped-def]
+        fits.append(len(self._y_train))
+        return original(self, *args, **kwargs)
+
+    asked: list[float] = []
+
+    def ask() -> None:
+        trial = study.ask(dists)
+        assert any(key.startswith("gp:relative_params") for key in study.trials[-1].system_attrs)
+        asked.append((trial.params["x"] - 0.3) ** 2 + trial.params["y"])
+        study.tell(trial, asked[-1])
+
+    gp_internals.GPRegressor._fit_kernel_params = counting  # type: ignore[method-assign]
+    try:
+        add(gp.REFIT_EVERY_ASK_UNTIL - 1)
+        ask()  # at the threshold: every ask refits, as Optuna's
+        ask()
+        assert len(fits) == 2
+        kept = study.sampler._gprs_cache_list[0].inverse_squared_lengthscales.clone()
+        for _ in range(5):  # 201..205 completed trials: within 10% of the last fit's 200
+            ask()
+        assert len(fits) == 2
+        assert bool((study.sampler._gprs_cache_list[0].inverse_squared_lengthscales == kept).all())
+        assert len(study.sampler._gprs_cache_list[0]._y_train) == len(study.trials) - 1  # every trial
+        add(20)  # 226 completed: grown by more than 10% since 200
+        ask()
+        assert len(fits) == 3
+        ask()
+        assert len(fits) == 3
+    finally:
+        gp_internals.GPRegressor._fit_kernel_params = original  # type: ignore[method-assign]
+    # the kept fit still drives: the model's proposals sit near the optimum, random ones do not
+    randoms = sorted(t.value for t in study.trials if "gp:relative_params:0" not in t.system_attrs)
+    assert sorted(asked)[len(asked) // 2] < 0.1 < randoms[len(randoms) // 2]
