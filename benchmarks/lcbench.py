@@ -258,6 +258,9 @@ def parse_variant(method: str) -> tuple[str, dict[str, Any]]:
     searcher, defaults) in place of TPE, asked and told the same way. An Optuna peer tells a
     pruned trial as PRUNED, which the GP leaves out, as it does for any Optuna user.
     ``i<N>`` (with ``G``): the GP's random start-up trials (``n_startup_trials``; default 10).
+    ``E<α>`` (with ``G``): the GP proposes by expected improvement per unit of cost^α, the cost
+    a second GP's prediction of seconds per epoch, learned from the epochs the trials ran
+    (``CpuGPSampler(cost_exponent=α)``).
     ``v``: a trial the look-ahead pruned is told to TPE at its estimated loss at the rung
     (``AsyncHyperband.rung_estimate``), not at its last loss.
     """
@@ -275,7 +278,10 @@ def parse_variant(method: str) -> tuple[str, dict[str, Any]]:
         kwargs["lookahead"] = int(value) or None
     for value in re.findall(r"i([0-9]+)", spec):
         kwargs["n_startup"] = int(value)
-    spec = re.sub(r"o[0-9.]+|n[0-9]+|q[0-9]+|r[0-9.]+|a[0-9]+|i[0-9]+|[" + "".join(_FLAGS) + "]", "", spec)
+    for value in re.findall(r"E([0-9.]+)", spec):
+        kwargs["cost_exponent"] = float(value)
+    numbered = r"o[0-9.]+|n[0-9]+|q[0-9]+|r[0-9.]+|a[0-9]+|i[0-9]+|E[0-9.]+"
+    spec = re.sub(numbered + "|[" + "".join(_FLAGS) + "]", "", spec)
     for key, value in re.findall(r"([gebpk])([0-9]+|[lcpf])", spec):
         if key == "k":
             kwargs["keep"] = {"c": "ceil", "f": "floor"}[value]
@@ -318,6 +324,7 @@ def run_tpe_loop(
     oracle_tell: bool = False,
     gp: bool = False,
     n_startup: int = 10,
+    cost_exponent: float = 0.0,
 ) -> Trace:
     """A costtune policy on the simulator with Optuna's TPE asked and told in the loop.
 
@@ -327,12 +334,13 @@ def run_tpe_loop(
     """
     import optuna
 
+    from costtune.gp import COST_ATTR
     from costtune.search import gp_sampler
 
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     study = optuna.create_study(
         study_name=f"costtune-{task.name}-{seed}",
-        sampler=gp_sampler(seed, n_startup_trials=n_startup)
+        sampler=gp_sampler(seed, n_startup_trials=n_startup, cost_exponent=cost_exponent)
         if gp
         else optuna.samplers.TPESampler(seed=seed, multivariate=multivariate, constant_liar=constant_liar),
     )
@@ -376,6 +384,7 @@ def run_tpe_loop(
         costs.observe(configs[config_id], float(by_id[config_id].epoch_seconds[:epoch].mean()))
         trial = asked.pop(config_id)
         curve = by_id[config_id]
+        trial.set_user_attr(COST_ATTR, float(curve.epoch_seconds[:epoch].mean()))
         if epoch >= 52:
             finished.append(curve)
         estimate = policy.rung_estimate(config_id) if tell_estimate and policy is not None else None
@@ -606,6 +615,7 @@ def run_method(task: Task, seed: int, method: str) -> Trace:
         "gp": bool(kwargs.pop("gp", False)),
         "n_startup": int(kwargs.pop("n_startup", 10)),
         "tell_predicted": bool(kwargs.pop("tell_predicted", False)),
+        "cost_exponent": float(kwargs.pop("cost_exponent", 0.0)),
     }
     if base == "grid":
         return task.grid_trace

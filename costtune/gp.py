@@ -6,8 +6,11 @@ import contextvars
 import json
 from typing import Any
 
+import numpy as np
 import optuna
+import optuna._gp.acqf as _acqf
 import optuna._gp.gp as _gp
+import optuna._gp.prior as _prior
 import torch
 from optuna.samplers._gp import sampler as _gp_module
 from optuna.trial import TrialState
@@ -29,6 +32,9 @@ REFIT_EVERY_ASK_UNTIL = 200
 #: this share since the last fit; in between, the last fit's lengthscales, scale and noise are
 #: kept and only conditioned on every trial (one Cholesky factorisation, no optimisation)
 REFIT_GROWTH = 0.1
+
+#: a completed trial's user attribute: what one epoch of it cost (any unit, the same for all)
+COST_ATTR = "costtune:cost_per_epoch"
 
 _REUSE_FIT: contextvars.ContextVar[bool] = contextvars.ContextVar("costtune_gp_reuse_fit", default=False)
 _fit_kernel_params = _gp.fit_kernel_params
@@ -56,6 +62,20 @@ if _INTERNALS:  # the flag is per context (thread): an ask elsewhere sees Optuna
     _gp.fit_kernel_params = _fit_or_reuse
 
 
+class _PerCost(_acqf.BaseAcquisitionFunc):
+    """log EI(x) − α · log c(x): expected improvement per unit of cost to the power α
+    (EI per unit cost, Snoek et al. 2012, with α as in Lee et al.'s cost-cooling), c(x) the
+    posterior mean of a second Gaussian process fitted to the trials' log cost per epoch."""
+
+    def __init__(self, inner: _acqf.BaseAcquisitionFunc, cost_gpr: Any, scale: float, alpha: float) -> None:
+        super().__init__(inner.length_scales, inner.search_space)
+        self._inner, self._cost_gpr, self._scale, self._alpha = inner, cost_gpr, scale, alpha
+
+    def eval_acqf(self, x: torch.Tensor) -> torch.Tensor:
+        log_cost, _ = self._cost_gpr.posterior(x)
+        return self._inner.eval_acqf(x) - self._alpha * self._scale * log_cost
+
+
 class CpuGPSampler(optuna.samplers.GPSampler):
     """``GPSampler``, minus two costs of each ask that buy nothing here.
 
@@ -79,6 +99,30 @@ class CpuGPSampler(optuna.samplers.GPSampler):
     ask at 100 trials take 10 s instead of 0.4 s on the 2-core machine
     (``benchmarks/overhead.py --searchers``; RESULTS, stop 18).
     """
+
+    def __init__(self, *args: Any, cost_exponent: float = 0.0, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._cost_exponent = cost_exponent
+        self._costed: list[Any] = []
+
+    def _optimize_acqf(self, acqf: Any, best_params: Any) -> Any:
+        """Optuna's search over ``acqf`` (its documented override point), per unit of cost when
+        ``cost_exponent`` α > 0 and the completed trials carry :data:`COST_ATTR`."""
+        alpha = getattr(self, "_cost_exponent", 0.0)
+        costed = [t for t in getattr(self, "_costed", []) if (t.user_attrs.get(COST_ATTR) or 0) > 0]
+        if alpha > 0 and len(costed) >= 2:
+            log_cost = np.log([float(t.user_attrs[COST_ATTR]) for t in costed])
+            scale = float(log_cost.std()) or 1.0
+            cost_gpr = _fit_kernel_params(
+                X=acqf.search_space.get_normalized_params(costed),
+                Y=(log_cost - log_cost.mean()) / scale,
+                is_categorical=acqf.search_space.is_categorical,
+                log_prior=_prior.default_log_prior,
+                minimum_noise=_prior.DEFAULT_MINIMUM_NOISE_VAR,
+                deterministic_objective=False,
+            )
+            acqf = _PerCost(acqf, cost_gpr, scale, alpha)
+        return super()._optimize_acqf(acqf, best_params)
 
     def sample_relative(self, study: Any, trial: Any, search_space: dict[str, Any]) -> dict[str, Any]:
         threads = torch.get_num_threads()
@@ -110,10 +154,12 @@ class CpuGPSampler(optuna.samplers.GPSampler):
             and len(completed) < fitted_at * (1 + REFIT_GROWTH)
         )
         token = _REUSE_FIT.set(reuse)
+        self._costed = completed
         try:
             params: dict[str, Any] = self._sample_relative_impl(study, completed, running, search_space)
         finally:
             _REUSE_FIT.reset(token)
+            self._costed = []
         if not reuse:
             self._costtune_fitted_at = len(completed)
         if params:  # shared with other processes, as Optuna's own sampler does
