@@ -70,6 +70,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+import peers
 from paired import geo_mean, mcnemar, sign_test
 from peers import PEER_SETTINGS, run_peer
 
@@ -113,6 +114,10 @@ RAY_METHODS = ("ray-asha", "ray-asha-rf5", "ray-hyperband")
 TARGETS = ("GRID", "TOP1")
 #: simulated asynchronous workers per run (--workers); set per process by measure_task
 WORKERS = 1
+#: --stretch K: every curve is K times longer (module docstring); set per process by measure_task
+STRETCH = 1
+#: the epochs of a full run: 52, or 51 K + 1 stretched
+MAX_EPOCHS = 52
 #: --until-target: a run with a searcher in the loop stops asking for configurations once an
 #: ended trial has reached every target (a peer's run ends at that epoch). Cost and time to
 #: target are the same (the trace up to that point is unchanged); the rest of the budget,
@@ -174,8 +179,31 @@ def bench(data_dir: str | None = None) -> LCBench:
     return _BENCH
 
 
+def stretch(curve: Curve, k: int) -> Curve:
+    """``curve`` trained ``k`` times longer: 51 k + 1 epochs in place of 52, the same total cost.
+
+    Epoch e of the stretched curve is epoch u = 1 + (e - 1) / k of the recorded one (the loss
+    interpolated linearly between recorded epochs), and costs 1/k of recorded epoch ⌈u⌉'s
+    seconds; epoch 1 is the recorded epoch 1. The final loss, the best loss and the full run's
+    cost are the recorded ones, so the grid's budget, the targets and the oracle floor do not
+    change; a stretched epoch 5 is recorded epoch 2 when k = 4, where early ranks say less.
+    """
+    if k == 1:
+        return curve
+    u = 1.0 + np.arange(51 * k + 1) / k
+    recorded = np.arange(1, curve.epochs + 1)
+    seconds = curve.epoch_seconds[np.ceil(u).astype(int) - 1] / k
+    seconds[0] = curve.epoch_seconds[0]
+    return dataclasses.replace(
+        curve,
+        val_loss=np.interp(u, recorded, curve.val_loss),
+        epoch_seconds=seconds,
+        extra={name: np.interp(u, recorded, v) for name, v in curve.extra.items()},
+    )
+
+
 def curves_of(task: str, configs: list[dict[str, float]], prefix: str = "") -> list[Curve]:
-    curves = list(curves_from_frame(bench().curves(task, configs)).values())
+    curves = [stretch(c, STRETCH) for c in curves_from_frame(bench().curves(task, configs)).values()]
     return [dataclasses.replace(c, config_id=f"{prefix}{c.config_id}") for c in curves] if prefix else curves
 
 
@@ -385,20 +413,20 @@ def run_tpe_loop(
         trial = asked.pop(config_id)
         curve = by_id[config_id]
         trial.set_user_attr(COST_ATTR, float(curve.epoch_seconds[:epoch].mean()))
-        if epoch >= 52:
+        if epoch >= MAX_EPOCHS:
             finished.append(curve)
         estimate = policy.rung_estimate(config_id) if tell_estimate and policy is not None else None
         if oracle_tell:
             study.tell(trial, float(curve.val_loss.min()))
         elif estimate is not None:
             study.tell(trial, estimate)
-        elif tell_pruned and epoch < 52:
+        elif tell_pruned and epoch < MAX_EPOCHS:
             trial.report(loss, epoch)
             study.tell(trial, state=optuna.trial.TrialState.PRUNED)
-        elif tell_predicted and epoch < 52 and len(finished) >= 3:
+        elif tell_predicted and epoch < MAX_EPOCHS and len(finished) >= 3:
             # the loss it would likely have ended at: its own, less the median drop from this
             # epoch to the last that the sweep's finished trials showed
-            drops = sorted(float(c.val_loss[epoch - 1] - c.val_loss[51]) for c in finished)
+            drops = sorted(float(c.val_loss[epoch - 1] - c.val_loss[MAX_EPOCHS - 1]) for c in finished)
             study.tell(trial, loss - drops[len(drops) // 2])
         else:
             study.tell(trial, loss)
@@ -471,8 +499,8 @@ def run_pbt(task: Task, seed: int, population: int = 8, interval: int = 4) -> Tr
     while spent < task.budget:
         members = {f"m{i}": next(stream) for i in range(population)}
         epoch = 0
-        while epoch < 52 and spent < task.budget:
-            last = min(epoch + interval, 52)
+        while epoch < MAX_EPOCHS and spent < task.budget:
+            last = min(epoch + interval, MAX_EPOCHS)
             losses: dict[str, float] = {}
             for name, curve in members.items():
                 for e in range(epoch + 1, last + 1):
@@ -525,6 +553,7 @@ def run_optuna(
     import optuna
 
     name, kwargs = OPTUNA_PRUNERS[method]
+    kwargs = {k: MAX_EPOCHS if k == "max_resource" else v for k, v in kwargs.items()}  # --stretch
     return run_peer(
         method,
         lambda config: curves_of(task.name, [config])[0],
@@ -622,43 +651,45 @@ def run_method(task: Task, seed: int, method: str) -> Trace:
     if base == "random":
         return run_stream(task, seed, None)
     if base == "costtune-hb":
-        return run_stream(task, seed, AsyncHyperband(52, **kwargs))
+        return run_stream(task, seed, AsyncHyperband(MAX_EPOCHS, **kwargs))
     if base == "costtune-hb-tpe":
         cheapest_of = int(kwargs.pop("cheapest_of", 1))
-        return run_tpe_loop(task, seed, AsyncHyperband(52, **kwargs), None, cheapest_of=cheapest_of, **tpe)
+        return run_tpe_loop(
+            task, seed, AsyncHyperband(MAX_EPOCHS, **kwargs), None, cheapest_of=cheapest_of, **tpe
+        )
     if base == "costtune-roi-tpe":
         return run_tpe_loop(task, seed, None, MarginalRoiStopping(ROI_RULE), **tpe)
     if base == "costtune-hb-roi-tpe":
         rule = MarginalRoiStopping(ROI_RULE)
-        return run_tpe_loop(task, seed, AsyncHyperband(52, **kwargs), rule, **tpe)
+        return run_tpe_loop(task, seed, AsyncHyperband(MAX_EPOCHS, **kwargs), rule, **tpe)
     if base in ("costtune-hb-rel-tpe", "costtune-rel-tpe"):
         rho = float(kwargs.pop("relative_roi", RELATIVE_RULE.min_relative_roi))
         spare = bool(kwargs.pop("spare_best", False))
         wait = bool(kwargs.pop("wait_for_rungs", False))
-        policy = AsyncHyperband(52, **kwargs) if base == "costtune-hb-rel-tpe" else None
+        policy = AsyncHyperband(MAX_EPOCHS, **kwargs) if base == "costtune-hb-rel-tpe" else None
         last_rung = policy.rungs_by_bracket[0][-1] if wait and policy is not None else None
         rule = MarginalRoiStopping(
             dataclasses.replace(
                 RELATIVE_RULE,
                 min_relative_roi=rho,
                 spare_best=spare,
-                max_epochs=52,
+                max_epochs=MAX_EPOCHS,
                 first_stop_epoch=last_rung,
             )
         )
         return run_tpe_loop(task, seed, policy, rule, **tpe)
     if base == "costtune-hb-patience-tpe":
         rule = MarginalRoiStopping(PATIENCE_RULE)
-        return run_tpe_loop(task, seed, AsyncHyperband(52, **kwargs), rule, **tpe)
+        return run_tpe_loop(task, seed, AsyncHyperband(MAX_EPOCHS, **kwargs), rule, **tpe)
     if base in ("costtune-hb-outlook-tpe", "costtune-outlook-tpe"):
         rule = OutlookStopping(
             OutlookRule(
-                52,
+                MAX_EPOCHS,
                 optimism=float(kwargs.pop("optimism", 1.0)),
                 min_epochs=int(kwargs.pop("outlook_min_epochs", 4)),
             )
         )
-        policy = AsyncHyperband(52, **kwargs) if base == "costtune-hb-outlook-tpe" else None
+        policy = AsyncHyperband(MAX_EPOCHS, **kwargs) if base == "costtune-hb-outlook-tpe" else None
         return run_tpe_loop(task, seed, policy, None, outlook=rule, **tpe)
     if base == "costtune-pbt":
         return run_pbt(task, seed)
@@ -718,10 +749,11 @@ def measure(task: Task, seed: int, method: str) -> dict[str, Any]:
 
 
 def measure_task(
-    args: tuple[str, str | None, list[int], list[str], str | None, int, bool],
+    args: tuple[str, str | None, list[int], list[str], str | None, int, bool, int],
 ) -> list[dict[str, Any]]:
-    global WORKERS, UNTIL_TARGET
-    task_name, data_dir, seeds, methods, partial, WORKERS, UNTIL_TARGET = args
+    global WORKERS, UNTIL_TARGET, STRETCH, MAX_EPOCHS
+    task_name, data_dir, seeds, methods, partial, WORKERS, UNTIL_TARGET, STRETCH = args
+    MAX_EPOCHS = peers.MAX_EPOCHS = 51 * STRETCH + 1
     bench(data_dir)
     task = prepare(task_name)
     print(
@@ -839,6 +871,13 @@ def main() -> None:
         "reached: the same cost and hours to target, much faster; such a run's spent and regret "
         "are nan",
     )
+    parser.add_argument(
+        "--stretch",
+        type=int,
+        default=1,
+        help="K: every curve trained K times longer (51 K + 1 epochs, the same total cost, loss "
+        "interpolated between recorded epochs), a held-out check on slower curves; default 1",
+    )
     parser.add_argument("--jobs", type=int, default=os.cpu_count() or 1, help="tasks run in parallel")
     parser.add_argument(
         "--out", default=None, help="write every run as CSV here (and each as it ends to OUT.partial)"
@@ -865,7 +904,14 @@ def main() -> None:
     partial = f"{args.out}.partial" if args.out else None
     if partial:
         Path(partial).write_text(",".join(COLUMNS) + "\n")
-    work = [(t, args.data_dir, seeds, methods, partial, args.workers, args.until_target) for t in tasks]
+    if args.stretch < 1:
+        raise SystemExit(f"--stretch: must be an integer >= 1, got {args.stretch}")
+    if ray_run and args.stretch > 1:
+        raise SystemExit("--stretch: the Ray methods replay the recorded 52-epoch curves only")
+    work = [
+        (t, args.data_dir, seeds, methods, partial, args.workers, args.until_target, args.stretch)
+        for t in tasks
+    ]
     started = time.perf_counter()
     if ray_run or args.jobs <= 1:
         if ray_run:
@@ -886,7 +932,13 @@ def main() -> None:
     print(
         f"\n{len(tasks)} tasks × {len(seeds)} seeds, {args.workers} worker(s), "
         f"{time.perf_counter() - started:.0f} s"
+        + (
+            f", curves stretched {args.stretch}x to {51 * args.stretch + 1} epochs"
+            if args.stretch > 1
+            else ""
+        )
     )
+    full = str(51 * args.stretch + 1)
     for method in methods:  # every peer's settings, as run
         base, variant = parse_variant(method)
         if base in OPTUNA_PRUNERS:
@@ -894,9 +946,10 @@ def main() -> None:
             sampler = {None: "TPESampler(seed", True: "TPESampler(seed, multivariate=True"}.get(
                 variant.get("multivariate"), "TPESampler(seed, multivariate=False"
             ) + (", constant_liar=True)" if variant.get("constant_liar") else ")")
+            kwargs = {k: full if k == "max_resource" else v for k, v in kwargs.items()}
             print(f"  {method}: {sampler} + {name}({', '.join(f'{k}={v}' for k, v in kwargs.items())})")
         elif base in PEER_SETTINGS:
-            print(f"  {method}: {PEER_SETTINGS[base]}")
+            print(f"  {method}: {PEER_SETTINGS[base].replace('52', full)}")
     reference = args.reference or (REFERENCE if REFERENCE in methods else methods[0])
     print(summarise(rows, reference))
 

@@ -44,7 +44,9 @@ PEER_SETTINGS = {
 }
 
 Trace = list[tuple[float, float, float]]  # (cumulative $, val CE, clock s) of every epoch run
-Evaluate = Callable[[dict[str, Any]], Curve]  # a configuration → its 52-epoch curve
+Evaluate = Callable[[dict[str, Any]], Curve]  # a configuration → its full curve
+#: the epochs of a full run: 52 (LCBench), more with lcbench.py --stretch (it sets this)
+MAX_EPOCHS = 52
 
 
 class Peer(Protocol):
@@ -157,14 +159,14 @@ class OptunaPeer:
 
     def ask(self) -> tuple[Any, dict[str, Any], int]:
         trial = self.study.ask()
-        return trial, self._suggest(trial), 52
+        return trial, self._suggest(trial), MAX_EPOCHS
 
     def report(self, handle: Any, epoch: int, loss: float) -> bool:
         handle.report(loss, epoch)
         return not handle.should_prune()
 
     def tell(self, handle: Any, epoch: int, loss: float) -> None:
-        if epoch < 52:
+        if epoch < MAX_EPOCHS:
             self.study.tell(handle, state=self._optuna.trial.TrialState.PRUNED)
         else:
             self.study.tell(handle, loss)
@@ -182,7 +184,7 @@ class DehbPeer:
         self.opt = DEHB(
             cs=_configspace(seed),
             min_fidelity=5,
-            max_fidelity=52,
+            max_fidelity=MAX_EPOCHS,
             eta=3,
             n_workers=1,
             seed=seed,
@@ -215,13 +217,13 @@ class SmacPeer:
             deterministic=True,
             n_trials=100_000,
             min_budget=5,
-            max_budget=52,
+            max_budget=MAX_EPOCHS,
             seed=seed,
             output_directory=output_path,
         )
         self.smac = MultiFidelityFacade(
             scenario,
-            lambda config, seed=0, budget=52: 0.0,  # evaluated through ask/tell
+            lambda config, seed=0, budget=MAX_EPOCHS: 0.0,  # evaluated through ask/tell
             intensifier=MultiFidelityFacade.get_intensifier(scenario, eta=3),
             overwrite=True,
             logging_level=40,
@@ -229,7 +231,7 @@ class SmacPeer:
 
     def ask(self) -> tuple[Any, dict[str, Any], int]:
         info = self.smac.ask()
-        return info, dict(info.config), round(float(info.budget or 52))
+        return info, dict(info.config), round(float(info.budget or MAX_EPOCHS))
 
     def report(self, handle: Any, epoch: int, loss: float) -> bool:
         return True
@@ -259,14 +261,14 @@ class SyneTunePeer:
             "num_layers": randint(1, 5),
             "max_units": lograndint(64, 1024),
             "max_dropout": uniform(0.0, 1.0),
-            "epochs": 52,
+            "epochs": MAX_EPOCHS,
         }
         cls = {"synetune-bohb": BOHB, "synetune-asha-cqr": ASHACQR}[name]
         self.scheduler = cls(
             space,
             metric="val_loss",
             time_attr="epoch",
-            max_t=52,
+            max_t=MAX_EPOCHS,
             do_minimize=True,
             random_seed=seed,
             grace_period=5,
@@ -283,7 +285,7 @@ class SyneTunePeer:
         trial = Trial(trial_id=self._next_id, config=suggestion.config, creation_time=_EPOCH)
         self._next_id += 1
         self.scheduler.on_trial_add(trial)
-        return trial, {k: v for k, v in suggestion.config.items() if k != "epochs"}, 52
+        return trial, {k: v for k, v in suggestion.config.items() if k != "epochs"}, MAX_EPOCHS
 
     def report(self, handle: Any, epoch: int, loss: float) -> bool:
         return bool(
@@ -291,7 +293,7 @@ class SyneTunePeer:
         )
 
     def tell(self, handle: Any, epoch: int, loss: float) -> None:
-        if epoch >= 52:
+        if epoch >= MAX_EPOCHS:
             self.scheduler.on_trial_complete(handle, {"epoch": epoch, "val_loss": loss})
 
 
