@@ -616,12 +616,13 @@ def watch_idle(
 )
 @click.option(
     "--searcher",
-    type=click.Choice(["order", "random", "tpe"]),
+    type=click.Choice(["order", "random", "tpe", "gp"]),
     default="order",
     show_default=True,
-    help="order: the recorded order; random: a seeded shuffle; tpe: Optuna TPE over the recorded pool.",
+    help="order: the recorded order; random: a seeded shuffle; tpe: Optuna TPE, gp: Optuna's Gaussian "
+    "process (a sweep's default searcher), each proposing among the recorded configurations.",
 )
-@click.option("--seed", type=int, default=0, show_default=True, help="for --searcher random and tpe")
+@click.option("--seed", type=int, default=0, show_default=True, help="for --searcher random, tpe and gp")
 @click.option(
     "--stopping",
     type=click.Choice(["relative", "outlook", "none"]),
@@ -685,7 +686,7 @@ def replay(
         OutlookStopping,
         StoppingRule,
     )
-    from costtune.pool import OrderedPool, TpePool
+    from costtune.pool import GpPool, OrderedPool, TpePool
     from costtune.report import usd
     from costtune.simulate import simulate
 
@@ -700,6 +701,8 @@ def replay(
         pool = (
             TpePool(table, seed=seed)
             if searcher == "tpe"
+            else GpPool(table, seed=seed)
+            if searcher == "gp"
             else OrderedPool(table, seed=seed if searcher == "random" else None)
         )
         outlook = OutlookStopping(OutlookRule(longest, optimism=optimism)) if stopping == "outlook" else None

@@ -4,10 +4,11 @@ A recorded sweep holds the curves of the configurations it ran and no others, so
 replayed over it may only pick from that pool:
 
 - :class:`OrderedPool`: the recorded order, or a seeded shuffle of it (random search);
-- :class:`TpePool`: Optuna's TPE proposes a configuration over a search space inferred
-  from the pool's ``hp.*`` columns; the proposal is mapped to the nearest unused recorded
+- :class:`TpePool`, :class:`GpPool`: Optuna's TPE or Gaussian process (costtune's default
+  searcher) proposes a configuration over a search space inferred from the pool's ``hp.*``
+  columns; the proposal is mapped to the nearest unused recorded
   configuration, and TPE is told what actually ran — through Optuna's public API only: the
-  proposal's trial is closed as failed (TPE ignores failed trials) and the configuration
+  proposal's trial is closed as failed (both samplers ignore failed trials) and the configuration
   that ran is added with its result (:func:`optuna.trial.create_trial`).
 
 Both answer ``ask() -> Curve | None`` (``None``: the pool is used up) and ``tell(config_id,
@@ -21,6 +22,8 @@ import math
 import random
 from collections.abc import Sequence
 from typing import Any
+
+import numpy as np
 
 from costtune.curves import Curve
 from costtune.errors import ConfigError
@@ -96,41 +99,50 @@ def distance(a: dict[str, Any], b: dict[str, Any], space: dict[str, Any]) -> flo
     return total
 
 
-class TpePool:
-    """Optuna's TPE over a pool: proposals snapped to the nearest unused recorded configuration.
+class SamplerPool:
+    """An Optuna sampler over a pool: proposals snapped to the nearest unused recorded
+    configuration (see the module's docstring). :class:`TpePool` and :class:`GpPool` are the
+    two costtune's sweeps offer."""
 
-    Args:
-        curves: the pool.
-        seed: TPE's seed.
-        n_startup_trials: random proposals before TPE models (Optuna's default 10).
-    """
-
-    def __init__(self, curves: Sequence[Curve], seed: int = 0, n_startup_trials: int = 10) -> None:
+    def __init__(self, curves: Sequence[Curve], sampler: Any) -> None:
         import optuna
 
         optuna.logging.set_verbosity(optuna.logging.WARNING)
         self._optuna = optuna
         self.space = infer_space(curves)
-        self._unused = {c.config_id: c for c in curves}
+        self._curves = list(curves)
+        self._numeric = [n for n, d in self.space.items() if not hasattr(d, "choices")]
+        self._categorical = [n for n, d in self.space.items() if hasattr(d, "choices")]
+        # the pool in the unit cube of the space, for :func:`distance` over all of it at once
+        self._coords = np.array(
+            [[_position(c.hyperparameters[n], self.space[n]) for n in self._numeric] for c in curves]
+        ).reshape(len(curves), len(self._numeric))
+        self._labels = np.array(
+            [[str(c.hyperparameters[n]) for n in self._categorical] for c in curves], dtype=object
+        ).reshape(len(curves), len(self._categorical))
+        self._used = np.zeros(len(curves), dtype=bool)
         self._pending: dict[str, Any] = {}
-        self.study = optuna.create_study(
-            sampler=optuna.samplers.TPESampler(
-                seed=seed, n_startup_trials=n_startup_trials, multivariate=False
-            )  # as costtune's sweeps and the benchmark's costtune rows
-        )
+        self.study = optuna.create_study(sampler=sampler)
 
     def _params(self, curve: Curve) -> dict[str, Any]:
         hp = curve.hyperparameters
         return {name: str(hp[name]) if hasattr(d, "choices") else hp[name] for name, d in self.space.items()}
 
     def ask(self) -> Curve | None:
-        if not self._unused:
+        if self._used.all():
             return None
         trial = self.study.ask(fixed_distributions=self.space)
         proposal = trial.params
-        # nearest unused configuration; ties go to the earlier recorded one (dicts keep order)
-        curve = min(self._unused.values(), key=lambda c: distance(proposal, self._params(c), self.space))
-        del self._unused[curve.config_id]
+        # the nearest unused configuration (:func:`distance`); ties go to the earlier recorded one
+        at = np.array([_position(proposal[n], self.space[n]) for n in self._numeric])
+        squared = ((self._coords - at) ** 2).sum(axis=1)
+        squared += (
+            self._labels != np.array([str(proposal[n]) for n in self._categorical], dtype=object)
+        ).sum(axis=1)
+        squared[self._used] = np.inf
+        index = int(np.argmin(squared))
+        self._used[index] = True
+        curve = self._curves[index]
         self.study.tell(trial, state=self._optuna.trial.TrialState.FAIL)
         self._pending[curve.config_id] = curve
         return curve
@@ -149,3 +161,37 @@ class TpePool:
                 else self._optuna.trial.TrialState.FAIL,
             )
         )
+
+
+class TpePool(SamplerPool):
+    """Optuna's TPE (univariate, as costtune's sweeps run it) over a pool.
+
+    Args:
+        curves: the pool.
+        seed: TPE's seed.
+        n_startup_trials: random proposals before TPE models (Optuna's default 10).
+    """
+
+    def __init__(self, curves: Sequence[Curve], seed: int = 0, n_startup_trials: int = 10) -> None:
+        import optuna
+
+        super().__init__(
+            curves,
+            optuna.samplers.TPESampler(seed=seed, n_startup_trials=n_startup_trials, multivariate=False),
+        )
+
+
+class GpPool(SamplerPool):
+    """Optuna's Gaussian-process sampler over a pool: the searcher of costtune's default sweep
+    (``searcher: {type: gp}``, :func:`costtune.search.gp_sampler`).
+
+    Args:
+        curves: the pool.
+        seed: the sampler's seed.
+        n_startup_trials: random proposals before the process models (10, as a sweep's).
+    """
+
+    def __init__(self, curves: Sequence[Curve], seed: int = 0, n_startup_trials: int = 10) -> None:
+        from costtune.search import gp_sampler
+
+        super().__init__(curves, gp_sampler(seed, n_startup_trials=n_startup_trials))

@@ -16,7 +16,7 @@ from costtune.cli import main
 from costtune.curves import Curve, curves_from_frame
 from costtune.errors import ConfigError
 from costtune.policy import AsyncHyperband, OutlookRule, OutlookStopping, StopReason
-from costtune.pool import OrderedPool, TpePool, infer_space
+from costtune.pool import GpPool, OrderedPool, TpePool, distance, infer_space
 from costtune.simulate import simulate
 
 
@@ -83,12 +83,54 @@ def test_tpe_over_the_pool_finds_good_configurations_sooner_than_random_order() 
     assert np.median(costs["tpe"]) < np.median(costs["random"])
 
 
+@pytest.mark.parametrize("kind", ["tpe", "gp"])
+def test_each_proposal_runs_the_nearest_unused_recorded_configuration(kind) -> None:
+    pool = _pool(n=40)
+    searcher = TpePool(pool, seed=2) if kind == "tpe" else GpPool(pool, seed=2)
+    unused = {c.config_id: c for c in pool}
+    for _ in range(25):
+        curve = searcher.ask()
+        assert curve is not None
+        proposal = searcher.study.get_trials(states=[optuna.trial.TrialState.FAIL])[-1].params
+        nearest = min(distance(proposal, searcher._params(c), searcher.space) for c in unused.values())
+        assert distance(proposal, searcher._params(curve), searcher.space) == pytest.approx(nearest)
+        del unused[curve.config_id]  # each configuration runs once
+        searcher.tell(curve.config_id, 20, float(curve.val_loss[-1]))
+    assert len(searcher.study.get_trials(states=[optuna.trial.TrialState.COMPLETE])) == 25
+
+
+def test_the_gaussian_process_over_the_pool_finds_good_configurations_sooner_than_random_order() -> None:
+    pool = _pool(n=300)
+    target = sorted(c.val_loss[-1] for c in pool)[3]  # the 4th-best final loss
+    costs: dict[str, list] = {"random": [], "gp": []}
+    for seed in range(3):
+        for name, searcher in (("random", OrderedPool(pool, seed=seed)), ("gp", GpPool(pool, seed=seed))):
+            reached = []
+
+            def ask(searcher=searcher, reached=reached):  # stop asking once a trial reached it
+                return None if reached else searcher.ask()
+
+            def tell(config_id, epoch, loss, searcher=searcher, reached=reached):
+                searcher.tell(config_id, epoch, loss)
+                if loss <= target:
+                    reached.append(config_id)
+
+            sim = simulate([], AsyncHyperband(20, 2, 3), max_epochs=20, next_curve=ask, on_trial_end=tell)
+            costs[name].append(sim.cost_to_target(target))
+    assert all(c is not None for c in costs["gp"] + costs["random"])
+    assert max(costs["gp"]) < np.median(costs["random"]), costs
+
+
 def test_same_seed_same_replay_and_another_seed_another() -> None:
     pool = _pool()
 
     def log(searcher_seed: int, kind: str) -> tuple:
         searcher = (
-            TpePool(pool, seed=searcher_seed) if kind == "tpe" else OrderedPool(pool, seed=searcher_seed)
+            TpePool(pool, seed=searcher_seed)
+            if kind == "tpe"
+            else GpPool(pool, seed=searcher_seed)
+            if kind == "gp"
+            else OrderedPool(pool, seed=searcher_seed)
         )
         sim = simulate(
             [],
@@ -101,7 +143,7 @@ def test_same_seed_same_replay_and_another_seed_another() -> None:
         )
         return tuple((e.clock_s, e.config_id, e.epoch) for e in sim.epochs)
 
-    for kind in ("tpe", "random"):
+    for kind in ("tpe", "gp", "random"):
         assert log(1, kind) == log(1, kind)
         assert log(1, kind) != log(2, kind)
 
@@ -168,6 +210,10 @@ def test_replay_cli_with_searcher_stopping_budget_and_seed(tmp_path) -> None:
     assert json.loads(again.output) == data
     anywhere = json.loads(CliRunner().invoke(main, [*args, "--target-at", "any"]).output)
     assert anywhere["target"] == pytest.approx(min(float(c.val_loss.min()) for c in pool))
+    gp = CliRunner().invoke(main, [*args[:3], "gp", *args[4:], "--budget", "3"])
+    assert gp.exit_code == 0, gp.output
+    assert json.loads(gp.output)["settings"]["searcher"] == "gp"
+    assert json.loads(gp.output)["runs"]["costtune"]["cost_usd"] <= 3.0 + 60 / 3600 * 2.5
     bad = CliRunner().invoke(main, ["replay", str(path), "--searcher", "bohb"])
     assert bad.exit_code == 2 and "--searcher" in bad.output
     looked = CliRunner().invoke(main, [*args, "--budget", "3", "--lookahead", "3"])
