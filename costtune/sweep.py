@@ -347,8 +347,8 @@ def _run(
 
     cost_model = config.cost.cost_model()
     ledger = Ledger(ledger_spec(config), out)
-    idle_stopper = _idle_stopper(config, gpu_sampler_factory)
     governor, cost_stopper = _governance(config, ledger)
+    idle_stopper = _idle_stopper(config, gpu_sampler_factory, governor)
     scheduler: Any
     if config.scheduler.type == "cost_aware_hyperband":
         scheduler = CostAwareHyperBand(
@@ -823,7 +823,9 @@ def _governance(config: SweepConfig, ledger: Ledger) -> tuple[Governor, Any]:
     return governor, stopper
 
 
-def _idle_stopper(config: SweepConfig, factory: Callable[[], GpuSampler] | None) -> IdleGpuStopper | None:
+def _idle_stopper(
+    config: SweepConfig, factory: Callable[[], GpuSampler] | None, governor: Governor
+) -> IdleGpuStopper | None:
     idle = config.idle
     if idle.enabled is False or (idle.enabled == "auto" and config.resources.gpus == 0):
         return None
@@ -836,7 +838,7 @@ def _idle_stopper(config: SweepConfig, factory: Callable[[], GpuSampler] | None)
             print(f"costtune: idle-GPU watchdog off: {exc}", file=sys.stderr)
             return None
         factory = NvmlSampler
-    return IdleGpuStopper(factory, idle.util_below_pct, idle.idle_minutes)
+    return IdleGpuStopper(factory, idle.util_below_pct, idle.idle_minutes, governor)
 
 
 def _prepare_environment() -> None:

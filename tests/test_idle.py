@@ -21,6 +21,7 @@ from costtune.idle import (
     process_utilization,
     snapshot_to_dict,
 )
+from costtune.policy.decisions import StopReason
 from costtune.policy.idle import IdleTracker
 from costtune.schedulers.idle import IdleGpuStopper
 
@@ -149,6 +150,32 @@ def test_idle_stopper_counts_a_trial_with_no_process_on_any_gpu_as_idle() -> Non
     assert [stopper("t1", {"pid": 123}) for _ in range(2)] == [False, True]  # readings an hour apart
     assert stopper.stop_reason("t1") == "idle"
     assert not stopper("t2", {"pid": 999})
+
+
+def test_an_idle_stop_by_the_copy_tune_calls_is_seen_by_the_copy_the_books_ask() -> None:
+    """After a resume Tune calls one unpickled copy of the stopper and the ledger asks another:
+    the reason lives in the sweep's one governor, so both say ``idle``."""
+    import functools
+    import pickle
+
+    from costtune.policy.stopping import Governor
+    from costtune.schedulers.governed import forget_governors, shared_governor
+
+    forget_governors()
+    governor = shared_governor(Governor(usd_per_second=1.0))
+    books = IdleGpuStopper(
+        functools.partial(_trace, 999, [0, 0, 0, 0]), util_below_pct=1.0, idle_minutes=60, governor=governor
+    )
+    called = pickle.loads(pickle.dumps(books))  # as Tune restores its stoppers
+    assert called is not books and called.governor is books.governor
+    assert [called("t1", {"pid": 999}) for _ in range(2)] == [False, True]
+    assert books.stop_reason("t1") == "idle" and called.stop_reason("t1") == "idle"
+    assert books.stop_reason("t2") is None
+    # a cap recorded first stays the reason; the watchdog does not overwrite it
+    governor.reasons["t3"] = StopReason.TRIAL_COST_CAP
+    assert [called("t3", {"pid": 999}) for _ in range(2)] == [False, True]
+    assert governor.reasons["t3"] is StopReason.TRIAL_COST_CAP and books.stop_reason("t3") is None
+    forget_governors()
 
 
 @pytest.mark.ray

@@ -8,6 +8,8 @@ from typing import Any
 from costtune.idle import GpuSampler, NvmlSampler, process_utilization
 from costtune.policy.decisions import StopReason
 from costtune.policy.idle import IdleTracker
+from costtune.policy.stopping import Governor
+from costtune.schedulers.governed import shared_governor
 
 
 class IdleGpuStopper:
@@ -20,6 +22,11 @@ class IdleGpuStopper:
     Args:
         sampler_factory: builds the sampler on first use (NVML handles do not pickle, and
             Tune pickles its stoppers).
+        governor: the sweep's governor. Where given, an idle stop is written in its
+            ``reasons``, which every piece of a resumed sweep reads through one object
+            (:func:`~costtune.schedulers.governed.shared_governor`): Tune calls one unpickled
+            copy of this stopper and the books ask another, so a set kept here would have the
+            books write an idle stop down as ``completed`` after a resume.
     """
 
     def __init__(
@@ -27,14 +34,20 @@ class IdleGpuStopper:
         sampler_factory: Callable[[], GpuSampler] = NvmlSampler,
         util_below_pct: float = 1.0,
         idle_minutes: float = 120.0,
+        governor: Governor | None = None,
     ) -> None:
         self.sampler_factory = sampler_factory
         self.tracker = IdleTracker(util_below_pct, idle_minutes * 60)
         self.stopped: set[str] = set()
+        self.governor = shared_governor(governor)
         self._sampler: GpuSampler | None = None
 
     def __getstate__(self) -> dict[str, Any]:
         return {**self.__dict__, "_sampler": None}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update({"governor": None, **state})  # one pickled before the governor
+        self.governor = shared_governor(self.governor)
 
     def __call__(self, trial_id: str, result: dict[str, Any]) -> bool:
         if self._sampler is None:
@@ -43,6 +56,8 @@ class IdleGpuStopper:
         util, _gpus = process_utilization(snapshot).get(int(result.get("pid", -1)), (0.0, ()))
         if self.tracker.is_idle(self.tracker.observe(trial_id, snapshot.time, util)):
             self.stopped.add(trial_id)
+            if self.governor is not None:
+                self.governor.reasons.setdefault(trial_id, StopReason.IDLE)
             return True
         return False
 
@@ -50,4 +65,7 @@ class IdleGpuStopper:
         return False
 
     def stop_reason(self, trial_id: str) -> str | None:
+        if self.governor is not None:
+            reason = self.governor.reasons.get(trial_id)
+            return StopReason.IDLE.value if reason is StopReason.IDLE else None
         return StopReason.IDLE.value if trial_id in self.stopped else None
