@@ -251,6 +251,8 @@ _FLAGS: dict[str, tuple[str, Any]] = {
     "T": ("oracle_tell", True),
     "s": ("spare_best", True),
     "d": ("tell_predicted", True),
+    "R": ("value_transform", "rank"),
+    "C": ("value_transform", "clip"),
 }
 
 
@@ -289,6 +291,8 @@ def parse_variant(method: str) -> tuple[str, dict[str, Any]]:
     ``E<α>`` (with ``G``): the GP proposes by expected improvement per unit of cost^α, the cost
     a second GP's prediction of seconds per epoch, learned from the epochs the trials ran
     (``CpuGPSampler(cost_exponent=α)``).
+    ``R`` / ``C`` (with ``G``): the GP fitted to warped values, their ranks through a Gaussian
+    copula or the bad tail clipped at the Tukey fence (``CpuGPSampler(value_transform=...)``).
     ``v``: a trial the look-ahead pruned is told to TPE at its estimated loss at the rung
     (``AsyncHyperband.rung_estimate``), not at its last loss.
     """
@@ -353,6 +357,7 @@ def run_tpe_loop(
     gp: bool = False,
     n_startup: int = 10,
     cost_exponent: float = 0.0,
+    value_transform: str | None = None,
 ) -> Trace:
     """A costtune policy on the simulator with Optuna's TPE asked and told in the loop.
 
@@ -368,7 +373,9 @@ def run_tpe_loop(
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     study = optuna.create_study(
         study_name=f"costtune-{task.name}-{seed}",
-        sampler=gp_sampler(seed, n_startup_trials=n_startup, cost_exponent=cost_exponent)
+        sampler=gp_sampler(
+            seed, n_startup_trials=n_startup, cost_exponent=cost_exponent, value_transform=value_transform
+        )
         if gp
         else optuna.samplers.TPESampler(seed=seed, multivariate=multivariate, constant_liar=constant_liar),
     )
@@ -645,6 +652,7 @@ def run_method(task: Task, seed: int, method: str) -> Trace:
         "n_startup": int(kwargs.pop("n_startup", 10)),
         "tell_predicted": bool(kwargs.pop("tell_predicted", False)),
         "cost_exponent": float(kwargs.pop("cost_exponent", 0.0)),
+        "value_transform": kwargs.pop("value_transform", None),
     }
     if base == "grid":
         return task.grid_trace

@@ -61,6 +61,60 @@ def _fit_or_reuse(**kwargs: Any) -> Any:
 if _INTERNALS:  # the flag is per context (thread): an ask elsewhere sees Optuna's function
     _gp.fit_kernel_params = _fit_or_reuse
 
+#: how the objective values are warped before Optuna standardises them (per ask, per context)
+_TRANSFORM: contextvars.ContextVar[str | None] = contextvars.ContextVar("costtune_gp_transform", default=None)
+_standardize_values = getattr(_gp_module, "_standardize_values", None)
+#: the value transforms :class:`CpuGPSampler` offers (``value_transform``)
+VALUE_TRANSFORMS = ("rank", "clip")
+
+
+def warp(values: np.ndarray, how: str) -> np.ndarray:
+    """Objective values (one column, larger is better, as Optuna's GP sees them) warped so that
+    a few very bad trials (a diverged run's loss of 24 beside 0.4) cannot flatten the rest.
+
+    - ``rank``: a Gaussian copula, Φ⁻¹((rank − ½) / n), ties sharing their mean rank: only the
+      order of the values is kept, so any increasing transform of the metric gives the same
+      suggestions.
+    - ``clip``: values below the lower Tukey fence (Q1 − 1.5 · IQR) are raised to it; the rest
+      keep their magnitudes.
+    """
+    v = gp_inf(values)
+    if how == "clip":
+        q1, q3 = np.quantile(v, [0.25, 0.75], axis=0)
+        return np.maximum(v, q1 - 1.5 * (q3 - q1))
+    if how == "rank":
+        out = np.empty_like(v, dtype=float)
+        n = v.shape[0]
+        for j in range(v.shape[1]):
+            order = np.argsort(v[:, j], kind="stable")
+            ranks = np.empty(n)
+            ranks[order] = np.arange(1, n + 1)
+            for value in np.unique(v[:, j]):  # ties: their mean rank
+                tied = v[:, j] == value
+                ranks[tied] = ranks[tied].mean()
+            p = torch.from_numpy((ranks - 0.5) / n)
+            out[:, j] = (np.sqrt(2.0) * torch.special.erfinv(2 * p - 1)).numpy()
+        return out
+    raise ValueError(f"value_transform: must be one of {', '.join(VALUE_TRANSFORMS)}, got {how!r}")
+
+
+def gp_inf(values: np.ndarray) -> np.ndarray:
+    """Infinite values replaced as Optuna does (by the finite extremes), quietly."""
+    v = np.array(values, dtype=float)
+    finite = v[np.isfinite(v)]
+    if finite.size:
+        v = np.clip(v, finite.min(), finite.max())
+    return v
+
+
+def _standardize_warped(values: np.ndarray) -> Any:
+    how = _TRANSFORM.get()
+    return _standardize_values(warp(values, how) if how is not None else values)  # type: ignore[misc]
+
+
+if _INTERNALS and _standardize_values is not None:
+    _gp_module._standardize_values = _standardize_warped
+
 
 class _PerCost(_acqf.BaseAcquisitionFunc):
     """log EI(x) − α · log c(x): expected improvement per unit of cost to the power α
@@ -100,9 +154,16 @@ class CpuGPSampler(optuna.samplers.GPSampler):
     (``benchmarks/overhead.py --searchers``; RESULTS, stop 18).
     """
 
-    def __init__(self, *args: Any, cost_exponent: float = 0.0, **kwargs: Any) -> None:
+    def __init__(
+        self, *args: Any, cost_exponent: float = 0.0, value_transform: str | None = None, **kwargs: Any
+    ) -> None:
         super().__init__(*args, **kwargs)
+        if value_transform is not None and value_transform not in VALUE_TRANSFORMS:
+            raise ValueError(
+                f"value_transform: must be one of {', '.join(VALUE_TRANSFORMS)}, got {value_transform!r}"
+            )
         self._cost_exponent = cost_exponent
+        self._value_transform = value_transform
         self._costed: list[Any] = []
 
     def _optimize_acqf(self, acqf: Any, best_params: Any) -> Any:
@@ -154,11 +215,13 @@ class CpuGPSampler(optuna.samplers.GPSampler):
             and len(completed) < fitted_at * (1 + REFIT_GROWTH)
         )
         token = _REUSE_FIT.set(reuse)
+        warped = _TRANSFORM.set(getattr(self, "_value_transform", None))  # absent in an older pickle
         self._costed = completed
         try:
             params: dict[str, Any] = self._sample_relative_impl(study, completed, running, search_space)
         finally:
             _REUSE_FIT.reset(token)
+            _TRANSFORM.reset(warped)
             self._costed = []
         if not reuse:
             self._costtune_fitted_at = len(completed)

@@ -35,13 +35,20 @@ def build_search_space(space: Mapping[str, ParamSpec], grid: bool = False) -> di
     return {name: to_tune_domain(spec) for name, spec in space.items()}
 
 
-def gp_sampler(seed: int, n_startup_trials: int = 10, cost_exponent: float = 0.0) -> Any:
+def gp_sampler(
+    seed: int, n_startup_trials: int = 10, cost_exponent: float = 0.0, value_transform: str | None = None
+) -> Any:
     """Optuna's ``GPSampler``, asked the same and answering the same, without its per-ask
     ``torch.device("cpu")`` mode where torch's default device is the CPU already
     (:class:`costtune.gp.CpuGPSampler`)."""
     from costtune.gp import CpuGPSampler
 
-    return CpuGPSampler(seed=seed, n_startup_trials=n_startup_trials, cost_exponent=cost_exponent)
+    return CpuGPSampler(
+        seed=seed,
+        n_startup_trials=n_startup_trials,
+        cost_exponent=cost_exponent,
+        value_transform=value_transform,
+    )
 
 
 def make_searcher(

@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import numpy as np
 import optuna
 import pytest
 
@@ -218,3 +219,54 @@ def test_gp_sampler_per_unit_of_cost_proposes_where_epochs_are_cheap() -> None:
         proposed[alpha] = xs
     assert all(x < 0.5 for x in proposed[1.0])
     assert any(x > 0.5 for x in proposed[0.0])
+
+
+def test_gp_sampler_on_ranks_suggests_the_same_for_any_increasing_transform_of_the_loss() -> None:
+    """``value_transform="rank"``: the process is fitted to a Gaussian copula of the values,
+    so only their order counts; ``"clip"``: a bad tail is raised to the Tukey fence, so one
+    diverged trial (a loss 1000 times the others') cannot flatten the rest."""
+    import random
+
+    from costtune.gp import warp
+
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    dists = {
+        "x": optuna.distributions.FloatDistribution(0.0, 1.0),
+        "y": optuna.distributions.FloatDistribution(0.0, 1.0),
+    }
+
+    def loss(p: dict[str, float]) -> float:
+        return 0.1 + (p["x"] - 0.3) ** 2 + (p["y"] - 0.6) ** 2
+
+    def proposals(transform, warp_loss) -> list[dict[str, float]]:
+        study = optuna.create_study(sampler=gp_sampler(3, n_startup_trials=10, value_transform=transform))
+        rng = random.Random(4)
+        for _ in range(12):
+            p = {"x": rng.random(), "y": rng.random()}
+            study.add_trial(
+                optuna.trial.create_trial(params=p, distributions=dists, value=warp_loss(loss(p)))
+            )
+        out = []
+        for _ in range(4):
+            trial = study.ask(dists)
+            out.append(trial.params)
+            study.tell(trial, warp_loss(loss(trial.params)))
+        return out
+
+    plain = proposals("rank", lambda v: v)
+    assert proposals("rank", lambda v: 5.0 + 40.0 * v**3) == plain  # any increasing transform
+    assert proposals(None, lambda v: 5.0 + 40.0 * v**3) != proposals(None, lambda v: v)  # Optuna's scale
+    # the proposals close in on the optimum (0.3, 0.6)
+    assert min(loss(p) for p in plain) < 0.1 + 0.02
+
+    values = np.array([[-0.40], [-0.50], [-0.45], [-0.42], [-0.47], [-400.0]])  # larger is better
+    clipped = warp(values, "clip")
+    assert clipped[:5].tolist() == values[:5].tolist() and -1.0 < clipped[5, 0] < -0.5
+    ranked = warp(values, "rank")
+    assert np.argsort(ranked[:, 0]).tolist() == np.argsort(values[:, 0]).tolist()
+    assert (
+        ranked.mean() == pytest.approx(0.0)
+        and warp(values[[0, 0, 1]], "rank")[0, 0] == warp(values[[0, 0, 1]], "rank")[1, 0]
+    )
+    with pytest.raises(ValueError, match="^value_transform: must be one of rank, clip"):
+        gp_sampler(0, value_transform="log")
