@@ -118,6 +118,20 @@ class SearcherConfig(_Strict):
     n_startup_trials: int | None = Field(
         None, ge=1, description="random trials before the model (TPE or the Gaussian process) is used"
     )
+    value_transform: Literal["clip", "rank", "none"] = Field(
+        "clip",
+        description="gp only: how the losses are warped before the process is fitted; clip: the bad tail "
+        "raised to the Tukey fence (a diverged trial cannot flatten the rest), rank: only their order "
+        "counts, none: Optuna's standardisation alone",
+    )
+
+    @model_validator(mode="after")
+    def _transform_needs_gp(self) -> SearcherConfig:
+        if "value_transform" in self.model_fields_set and self.type != "gp":
+            raise ValueError(
+                f"searcher.value_transform: only the gp searcher warps its values, got type {self.type}"
+            )
+        return self
 
 
 class SchedulerConfig(_Strict):

@@ -189,9 +189,18 @@ class GpPool(SamplerPool):
         curves: the pool.
         seed: the sampler's seed.
         n_startup_trials: random proposals before the process models (10, as a sweep's).
+        value_transform: as a sweep's ``searcher.value_transform`` (default ``clip``).
     """
 
-    def __init__(self, curves: Sequence[Curve], seed: int = 0, n_startup_trials: int = 10) -> None:
+    def __init__(
+        self,
+        curves: Sequence[Curve],
+        seed: int = 0,
+        n_startup_trials: int = 10,
+        value_transform: str | None = "clip",
+    ) -> None:
         from costtune.search import gp_sampler
 
-        super().__init__(curves, gp_sampler(seed, n_startup_trials=n_startup_trials))
+        super().__init__(
+            curves, gp_sampler(seed, n_startup_trials=n_startup_trials, value_transform=value_transform)
+        )

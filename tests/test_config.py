@@ -38,6 +38,7 @@ def test_defaults_are_the_documented_ones() -> None:
     )
     assert config.cost.accelerator == "A100" and config.cost.cost_model().prices["A100"] == 2.50
     assert config.searcher.type == "gp" and config.searcher.n_startup_trials is None  # 10 start-up trials
+    assert config.searcher.value_transform == "clip"
 
 
 @pytest.mark.parametrize(
@@ -50,6 +51,14 @@ def test_defaults_are_the_documented_ones() -> None:
             "search_space.lr: grid search needs type 'choice' (a list of values), got loguniform",
         ),
         ({"searcher": {"type": "bohb"}}, "searcher.type: input should be"),
+        (
+            {"searcher": {"type": "gp", "value_transform": "log"}},
+            "searcher.value_transform: input should be 'clip', 'rank' or 'none', got 'log'",
+        ),
+        (
+            {"searcher": {"type": "optuna", "value_transform": "rank"}},
+            "searcher.value_transform: only the gp searcher warps its values, got type optuna",
+        ),
         ({"max_epochs": -3}, "max_epochs: input should be greater than or equal to 1, got -3"),
         ({"num_samples": "many"}, "num_samples: input should be a valid integer"),
         (

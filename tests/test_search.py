@@ -270,3 +270,9 @@ def test_gp_sampler_on_ranks_suggests_the_same_for_any_increasing_transform_of_t
     )
     with pytest.raises(ValueError, match="^value_transform: must be one of rank, clip"):
         gp_sampler(0, value_transform="log")
+
+
+@pytest.mark.parametrize(("setting", "transform"), [({}, "clip"), ({"value_transform": "none"}, None)])
+def test_a_sweeps_gp_searcher_clips_the_bad_tail_unless_told_not_to(setting, transform) -> None:
+    searcher = make_searcher(SearcherConfig(type="gp", **setting), "val_loss", "min", seed=0)
+    assert searcher._sampler._value_transform == transform
