@@ -127,7 +127,9 @@ class SearcherConfig(_Strict):
 
     @model_validator(mode="after")
     def _transform_needs_gp(self) -> SearcherConfig:
-        if "value_transform" in self.model_fields_set and self.type != "gp":
+        # "clip" (the default) with another searcher means nothing and is let through: a run's
+        # saved config holds every field, and a resume reads it back
+        if self.value_transform != "clip" and self.type != "gp":
             raise ValueError(
                 f"searcher.value_transform: only the gp searcher warps its values, got type {self.type}"
             )

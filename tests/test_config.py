@@ -7,7 +7,7 @@ import yaml
 from click.testing import CliRunner
 
 from costtune.cli import main
-from costtune.config import load_config, parse_config
+from costtune.config import SearcherConfig, load_config, parse_config
 from costtune.errors import ConfigError
 
 REPO = Path(__file__).resolve().parent.parent
@@ -39,6 +39,8 @@ def test_defaults_are_the_documented_ones() -> None:
     assert config.cost.accelerator == "A100" and config.cost.cost_model().prices["A100"] == 2.50
     assert config.searcher.type == "gp" and config.searcher.n_startup_trials is None  # 10 start-up trials
     assert config.searcher.value_transform == "clip"
+    # a saved config holds every field: the default read back beside another searcher is fine
+    assert SearcherConfig(type="optuna", value_transform="clip").type == "optuna"
 
 
 @pytest.mark.parametrize(
