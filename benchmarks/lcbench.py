@@ -179,6 +179,11 @@ def bench(data_dir: str | None = None) -> LCBench:
     return _BENCH
 
 
+def stretched_epochs(k: int) -> int:
+    """The epochs of a full run with every curve trained ``k`` times longer (52 when k = 1)."""
+    return 51 * k + 1
+
+
 def stretch(curve: Curve, k: int) -> Curve:
     """``curve`` trained ``k`` times longer: 51 k + 1 epochs in place of 52, the same total cost.
 
@@ -190,7 +195,7 @@ def stretch(curve: Curve, k: int) -> Curve:
     """
     if k == 1:
         return curve
-    u = 1.0 + np.arange(51 * k + 1) / k
+    u = 1.0 + np.arange(stretched_epochs(k)) / k
     recorded = np.arange(1, curve.epochs + 1)
     seconds = curve.epoch_seconds[np.ceil(u).astype(int) - 1] / k
     seconds[0] = curve.epoch_seconds[0]
@@ -761,7 +766,7 @@ def measure_task(
 ) -> list[dict[str, Any]]:
     global WORKERS, UNTIL_TARGET, STRETCH, MAX_EPOCHS
     task_name, data_dir, seeds, methods, partial, WORKERS, UNTIL_TARGET, STRETCH = args
-    MAX_EPOCHS = peers.MAX_EPOCHS = 51 * STRETCH + 1
+    MAX_EPOCHS = peers.MAX_EPOCHS = stretched_epochs(STRETCH)
     bench(data_dir)
     task = prepare(task_name)
     print(
@@ -941,12 +946,12 @@ def main() -> None:
         f"\n{len(tasks)} tasks × {len(seeds)} seeds, {args.workers} worker(s), "
         f"{time.perf_counter() - started:.0f} s"
         + (
-            f", curves stretched {args.stretch}x to {51 * args.stretch + 1} epochs"
+            f", curves stretched {args.stretch}x to {stretched_epochs(args.stretch)} epochs"
             if args.stretch > 1
             else ""
         )
     )
-    full = str(51 * args.stretch + 1)
+    full = str(stretched_epochs(args.stretch))
     for method in methods:  # every peer's settings, as run
         base, variant = parse_variant(method)
         if base in OPTUNA_PRUNERS:

@@ -78,33 +78,26 @@ def warp(values: np.ndarray, how: str) -> np.ndarray:
     - ``clip``: values below the lower Tukey fence (Q1 − 1.5 · IQR) are raised to it; the rest
       keep their magnitudes.
     """
-    v = gp_inf(values)
+    v = _gp.warn_and_convert_inf(np.asarray(values, dtype=float))  # as Optuna's own standardising
     if how == "clip":
         q1, q3 = np.quantile(v, [0.25, 0.75], axis=0)
         return np.maximum(v, q1 - 1.5 * (q3 - q1))
     if how == "rank":
-        out = np.empty_like(v, dtype=float)
+        out = np.empty_like(v)
         n = v.shape[0]
         for j in range(v.shape[1]):
-            order = np.argsort(v[:, j], kind="stable")
-            ranks = np.empty(n)
-            ranks[order] = np.arange(1, n + 1)
-            for value in np.unique(v[:, j]):  # ties: their mean rank
-                tied = v[:, j] == value
-                ranks[tied] = ranks[tied].mean()
+            ordinal = np.empty(n)
+            ordinal[np.argsort(v[:, j], kind="stable")] = np.arange(1, n + 1)
+            _, group = np.unique(v[:, j], return_inverse=True)  # ties share their mean rank
+            ranks = (np.bincount(group, weights=ordinal) / np.bincount(group))[group]
             p = torch.from_numpy((ranks - 0.5) / n)
             out[:, j] = (np.sqrt(2.0) * torch.special.erfinv(2 * p - 1)).numpy()
         return out
-    raise ValueError(f"value_transform: must be one of {', '.join(VALUE_TRANSFORMS)}, got {how!r}")
+    raise _unknown_transform(how)
 
 
-def gp_inf(values: np.ndarray) -> np.ndarray:
-    """Infinite values replaced as Optuna does (by the finite extremes), quietly."""
-    v = np.array(values, dtype=float)
-    finite = v[np.isfinite(v)]
-    if finite.size:
-        v = np.clip(v, finite.min(), finite.max())
-    return v
+def _unknown_transform(how: object) -> ValueError:
+    return ValueError(f"value_transform: must be one of {', '.join(VALUE_TRANSFORMS)}, got {how!r}")
 
 
 def _standardize_warped(values: np.ndarray) -> Any:
@@ -159,9 +152,7 @@ class CpuGPSampler(optuna.samplers.GPSampler):
     ) -> None:
         super().__init__(*args, **kwargs)
         if value_transform is not None and value_transform not in VALUE_TRANSFORMS:
-            raise ValueError(
-                f"value_transform: must be one of {', '.join(VALUE_TRANSFORMS)}, got {value_transform!r}"
-            )
+            raise _unknown_transform(value_transform)
         self._cost_exponent = cost_exponent
         self._value_transform = value_transform
         self._costed: list[Any] = []
