@@ -154,7 +154,10 @@ class OptunaPeer:
             if gp
             else optuna.samplers.TPESampler(seed=seed, multivariate=multivariate, constant_liar=constant_liar)
         )
-        self.study = optuna.create_study(sampler=sampler, pruner=pruner)
+        # a named study: HyperbandPruner puts a trial in a bracket by a hash of the study's name
+        # and the trial's number, so an unnamed (random) study gave the same seed another run;
+        # Optuna's docs ask for a study_name to make it reproducible
+        self.study = optuna.create_study(study_name=f"peer-{seed}", sampler=sampler, pruner=pruner)
         self._suggest = suggest
 
     def ask(self) -> tuple[Any, dict[str, Any], int]:

@@ -163,3 +163,54 @@ def test_lcbench_until_target_gives_the_same_cost_to_target() -> None:
             assert short[key] == full[key], (method, key)
         assert math.isnan(short["regret"]) and math.isnan(short["spent"]), method
         assert math.isfinite(full["regret"]) and full["spent"] >= task.budget * 0.99, method
+
+
+def test_lcbench_stretch_keeps_the_final_loss_the_best_loss_and_the_cost() -> None:
+    """--stretch K: 51 K + 1 epochs, the recorded losses at epochs 1, K + 1, 2K + 1, ...,
+    interpolated between them, and the same total seconds (so budget, targets, floor hold)."""
+    sys.path.insert(0, str(REPO / "benchmarks"))
+    import numpy as np
+    from lcbench import stretch, stretched_epochs
+
+    from costtune.curves import Curve
+
+    losses = 1.0 / np.arange(1, 53) + np.r_[np.zeros(30), np.linspace(0, 0.05, 22)]  # best mid-run
+    curve = Curve("c", {}, losses, np.linspace(3.0, 1.0, 52), 1.0)
+    assert stretch(curve, 1) is curve and stretched_epochs(1) == 52
+    long = stretch(curve, 4)
+    assert long.epochs == stretched_epochs(4) == 205
+    assert long.val_loss[::4].tolist() == pytest.approx(losses.tolist())  # every recorded epoch
+    assert long.val_loss[2] == pytest.approx((losses[0] + losses[1]) / 2)  # halfway between
+    assert long.val_loss.min() == pytest.approx(losses.min()) and long.val_loss[-1] == losses[-1]
+    assert long.seconds_until(long.epochs) == pytest.approx(curve.seconds_until(52))
+
+
+def test_optuna_hyperband_peer_gives_the_same_run_for_the_same_seed() -> None:
+    """HyperbandPruner brackets trials by a hash of the study's name: the peer names its study,
+    so that one seed is one run (Optuna's docs: specify study_name to be reproducible)."""
+    pytest.importorskip("optuna")
+    sys.path.insert(0, str(REPO / "benchmarks"))
+    import numpy as np
+    import optuna
+    from peers import run_peer
+
+    from costtune.curves import Curve
+
+    def evaluate(config: dict) -> Curve:
+        x = config["x"]
+        losses = (x - 0.3) ** 2 + 1.0 / np.arange(1, 53) * (1 + x)
+        return Curve(f"x{x}", {"x": x}, losses, np.full(52, 10.0), 1.0)
+
+    def run(seed: int) -> list:
+        pruner = optuna.pruners.HyperbandPruner(min_resource=5, max_resource=52, reduction_factor=5)
+        return run_peer(
+            "optuna-tpe-hb-5-52-5",
+            evaluate,
+            seed,
+            budget=3.0,
+            usd_per_hour=2.5,
+            optuna_pruner=pruner,
+            suggest=lambda trial: {"x": trial.suggest_float("x", 0.0, 1.0)},
+        )
+
+    assert run(3) == run(3)
