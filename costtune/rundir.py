@@ -297,3 +297,44 @@ def repair_ray_state(run_dir: Path) -> str | None:
         f"--resume: Ray's run state {newest} was cut off by the interruption and no complete copy exists; "
         "the ledger and tables are intact (costtune report works), but the sweep cannot continue"
     )
+
+
+def tune_known_trials(run_dir: Path) -> set[str] | None:
+    """The trial ids held by Tune's newest experiment state (what a restore will see), or
+    ``None`` when it cannot be read (then nothing is adjusted)."""
+    states = sorted((run_dir / EXPERIMENT_NAME).glob(_RAY_STATE_GLOB))
+    data = _complete_json(states[-1]) if states else None
+    if data is None:
+        return None
+    try:
+        trials = json.loads(data)["trial_data"]
+        return {str(json.loads(state)["trial_id"]) for state, _ in trials}
+    except (KeyError, TypeError, ValueError):
+        return None
+
+
+@contextmanager
+def counting_trials_tune_lost(created: int) -> Iterator[None]:
+    """While a resume restores Tune's search generator, its count of trials created is at
+    least ``created``.
+
+    Tune's snapshot lags the run by up to a save interval. A trial that started *and ended*
+    after the last one is in costtune's books (it ran, it was paid, it has its stop reason)
+    but not in the experiment Tune restores, nor in the generator's count, so the resumed
+    sweep sampled one more trial in its place: ``num_samples`` + 1 in all. Counting the
+    trials the books hold as created keeps the sweep at ``num_samples``. (A trial that was
+    still running is closed as ``interrupted`` and is replaced: it was never judged.)
+    """
+    from ray.tune.search.search_generator import SearchGenerator
+
+    original = SearchGenerator.set_state
+
+    def set_state(self: Any, state: dict[str, Any]) -> None:
+        original(self, state)
+        self._counter = max(self._counter, created)
+
+    SearchGenerator.set_state = set_state
+    try:
+        yield
+    finally:
+        SearchGenerator.set_state = original

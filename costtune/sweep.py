@@ -58,9 +58,11 @@ from costtune.rundir import (
     LOCK_FILE,
     claim_existing,
     claim_new,
+    counting_trials_tune_lost,
     disk_full,
     repair_ray_state,
     resuming,
+    tune_known_trials,
 )
 from costtune.schedulers.idle import IdleGpuStopper
 from costtune.trainables import BUILTIN_TRAINABLES
@@ -749,14 +751,26 @@ def _resume(out: Path, experiment: Path, ray_address: str | None) -> SweepResult
     from costtune.schedulers.governed import forget_governors
 
     forget_governors()  # the governor copies this restore unpickles meet on a fresh one
-    with resuming(out):  # a copied or moved run writes only into itself
+    ledger = Ledger(ledger_spec(config), out)
+    known = tune_known_trials(out)
+    # trials that ran and ended after Tune's last snapshot: judged and paid, so counted
+    lost = (
+        0
+        if known is None
+        else sum(
+            r.status != "RUNNING" and r.stop_reason != StopReason.INTERRUPTED.value and t not in known
+            for t, r in ledger.trials.items()
+        )
+    )
+    created = len(known) + lost if known is not None else 0
+    with resuming(out), counting_trials_tune_lost(created):  # a copied or moved run writes only into itself
         tuner = tune.Tuner.restore(
             str(experiment),
             trainable=tune.with_resources(trainable, resources),
             resume_unfinished=True,
             resume_errored=False,
         )
-        return _fit_and_write(tuner, config, Ledger(ledger_spec(config), out), out)
+        return _fit_and_write(tuner, config, ledger, out)
 
 
 def pre_run_gate(config: SweepConfig) -> GateResult:

@@ -241,6 +241,45 @@ def test_a_resume_survives_checkpoints_that_vanished_after_tunes_last_snapshot(
         assert epochs == list(range(1, frame.loc[trial_id, "epochs"] + 1))
 
 
+def _forget_in_tunes_snapshot(run: Path, trial_id: str) -> None:
+    """Tune's newest save, as if taken before ``trial_id`` was created: the experiment state
+    without it and the search generator counting one trial fewer (and costtune's snapshot of
+    that save to match, or the resume would put the real one back)."""
+    from ray import cloudpickle
+
+    from costtune.rundir import keep_ray_state
+
+    experiment = run / "ray"
+    state_path = sorted(experiment.glob("experiment_state-*.json"))[-1]
+    state = json.loads(state_path.read_text())
+    kept = [t for t in state["trial_data"] if json.loads(t[0])["trial_id"] != trial_id]
+    assert len(kept) == len(state["trial_data"]) - 1
+    state["trial_data"] = kept
+    state_path.write_text(json.dumps(state))
+    generator_path = sorted(experiment.glob("search_gen_state-*.json"))[-1]
+    generator = cloudpickle.loads(generator_path.read_bytes())
+    generator["counter"] -= 1
+    generator_path.write_bytes(cloudpickle.dumps(generator))
+    keep_ray_state(run, {})
+
+
+def test_a_trial_that_ended_after_tunes_last_snapshot_counts_toward_num_samples(
+    ray_session, tmp_path
+) -> None:
+    """A trial can start and end between two of Tune's saves: the books hold it (judged,
+    paid), the restored experiment does not. The resumed sweep must not sample a trial more in
+    its place: num_samples in all, the lost one kept with its stop reason."""
+    run = _killed_run(tmp_path, "lag")
+    lost = [e["trial_id"] for e in _events(run) if e["event"] == "end"][-1]
+    _forget_in_tunes_snapshot(run, lost)
+
+    result = resume_sweep(run)
+
+    frame = result.trials.set_index("trial_id")
+    assert frame.loc[lost, "stop_reason"] in {"rung_pruned", "marginal_roi", "completed"}
+    assert (frame["stop_reason"] != "interrupted").sum() == 6
+
+
 def test_ctrl_c_exits_130_with_costtune_hint_and_resume_continues_the_paused_trials(
     ray_session, tmp_path
 ) -> None:
