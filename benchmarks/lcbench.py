@@ -298,6 +298,8 @@ def parse_variant(method: str) -> tuple[str, dict[str, Any]]:
     (``CpuGPSampler(cost_exponent=α)``).
     ``R`` / ``C`` (with ``G``): the GP fitted to warped values, their ranks through a Gaussian
     copula or the bad tail clipped at the Tukey fence (``CpuGPSampler(value_transform=...)``).
+    ``W<w>`` (any costtune-hb method): the first rung promotes nobody until it holds w trials
+    (``AsyncHyperband(warmup_trials=w)``); ``W0``: off.
     ``v``: a trial the look-ahead pruned is told to TPE at its estimated loss at the rung
     (``AsyncHyperband.rung_estimate``), not at its last loss.
     """
@@ -317,7 +319,9 @@ def parse_variant(method: str) -> tuple[str, dict[str, Any]]:
         kwargs["n_startup"] = int(value)
     for value in re.findall(r"E([0-9.]+)", spec):
         kwargs["cost_exponent"] = float(value)
-    numbered = r"o[0-9.]+|n[0-9]+|q[0-9]+|r[0-9.]+|a[0-9]+|i[0-9]+|E[0-9.]+"
+    for value in re.findall(r"W([0-9]+)", spec):
+        kwargs["warmup_trials"] = int(value) or None
+    numbered = r"o[0-9.]+|n[0-9]+|q[0-9]+|r[0-9.]+|a[0-9]+|i[0-9]+|E[0-9.]+|W[0-9]+"
     spec = re.sub(numbered + "|[" + "".join(_FLAGS) + "]", "", spec)
     for key, value in re.findall(r"([gebpk])([0-9]+|[lcpf])", spec):
         if key == "k":

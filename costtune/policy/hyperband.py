@@ -67,6 +67,13 @@ class AsyncHyperband:
             curves seen so far say is hopeless stops before its rung is paid for; how far
             early ranks predict later ones is measured on the sweep's own curves, so on
             curves whose early ranks say little the rule rarely fires. See :meth:`_hopeless`.
+        warmup_trials: w, or ``None`` (off). A bracket's first rung promotes no trial until
+            it holds w trials (the one arriving included): the first w − 1 to reach it stop
+            there (``rung_pruned``). An asynchronous rung otherwise promotes its first
+            arrival, and every new best among its first few, with nothing to compare them
+            with; those early promotions were most of what was spent on trials that never
+            reached the target (``benchmarks/RESULTS.md``, stop 21). Later rungs are not
+            warmed up: only trials the first rung judged reach them.
     """
 
     def __init__(
@@ -78,8 +85,16 @@ class AsyncHyperband:
         promotion: PromotionRule | str = PromotionRule.LOSS,
         keep: Keep | str = Keep.FLOOR,
         lookahead: int | None = None,
+        warmup_trials: int | None = None,
     ) -> None:
         validate_geometry(grace_epochs, eta, max_epochs)
+        if warmup_trials is not None and (
+            isinstance(warmup_trials, bool) or not isinstance(warmup_trials, int) or warmup_trials < 1
+        ):
+            raise ConfigError(
+                f"scheduler.warmup_trials: must be a positive integer or null; got {warmup_trials!r}"
+            )
+        self.warmup_trials = warmup_trials
         if lookahead is not None and (
             isinstance(lookahead, bool) or not isinstance(lookahead, int) or lookahead < 1
         ):
@@ -152,7 +167,12 @@ class AsyncHyperband:
                 continue
             rung.record(trial_id, RungEntry(loss=float(loss), cost_usd=float(cost_usd)))
             self.version += 1
-            if not is_promotable(trial_id, rung, self.eta, self.promotion, self.keep):
+            warming_up = (
+                self.warmup_trials is not None
+                and rung_at == self.rungs_by_bracket[state.bracket][0]
+                and len(rung) < self.warmup_trials
+            )
+            if warming_up or not is_promotable(trial_id, rung, self.eta, self.promotion, self.keep):
                 state.stop_reason = StopReason.RUNG_PRUNED
                 return Decision.STOP
         if epoch >= self.max_epochs:

@@ -50,6 +50,42 @@ def test_golden_decisions_on_recorded_curves() -> None:
     ]
 
 
+def test_warmup_first_rung_promotes_nobody_until_it_holds_w_trials() -> None:
+    # the golden run above with warmup_trials=3: t0 and t1 (each the best so far) now stop at
+    # rung 1; t2 is the 3rd there but not the best; t3 (best of 4) is promoted, and so on as
+    # before. The second rung (epoch 3) is not warmed up: t3, the first to reach it, goes on.
+    policy = AsyncHyperband(max_epochs=9, grace_epochs=1, eta=3, brackets=1, warmup_trials=3)
+    assert _run_one_worker(policy, CURVES) == [
+        ("t0", 1, StopReason.RUNG_PRUNED),
+        ("t1", 1, StopReason.RUNG_PRUNED),
+        ("t2", 1, StopReason.RUNG_PRUNED),
+        ("t3", 9, StopReason.COMPLETED),
+        ("t4", 1, StopReason.RUNG_PRUNED),
+        ("t5", 3, StopReason.RUNG_PRUNED),
+    ]
+    # warmed up or not, the rung holds every arrival: the cut after the warm-up compares with them
+    assert len(policy.rungs[0][1]) == 6
+
+
+def test_warmup_applies_to_each_brackets_first_rung() -> None:
+    policy = AsyncHyperband(max_epochs=27, grace_epochs=1, eta=3, brackets=2, warmup_trials=2)
+    by_bracket: dict[int, list[Decision]] = {0: [], 1: []}
+    loss = 1.0
+    for k in range(20):  # each arrival better than every one before: promoted unless warming up
+        bracket = policy.on_add(f"t{k}")
+        loss /= 2
+        by_bracket[bracket].append(policy.on_result(f"t{k}", policy.rungs_by_bracket[bracket][0], loss, 1.0))
+    assert all(len(d) >= 2 for d in by_bracket.values())
+    # each bracket's first arrival stops (nothing to compare with); every later, better one goes on
+    assert all(d[0] is Decision.STOP and set(d[1:]) == {Decision.CONTINUE} for d in by_bracket.values())
+
+
+@pytest.mark.parametrize("bad", [0, -1, 2.5, True, "10"])
+def test_warmup_trials_refuses_a_bad_value_naming_the_field(bad: object) -> None:
+    with pytest.raises(ConfigError, match=r"^scheduler\.warmup_trials: must be a positive integer"):
+        AsyncHyperband(max_epochs=9, grace_epochs=1, eta=3, warmup_trials=bad)  # type: ignore[arg-type]
+
+
 def test_cost_share_lets_cheap_trials_through_where_loss_would_not() -> None:
     costs = {"a": 10.0, "b": 0.1, "c": 0.1, "d": 0.1}
     decisions = {}
