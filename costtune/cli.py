@@ -615,6 +615,13 @@ def watch_idle(
     "in the next rung's cut at the same epoch (0: off).",
 )
 @click.option(
+    "--warmup-trials",
+    type=click.IntRange(min=0),
+    default=None,
+    help="w: the first rung promotes nobody until it holds w trials (0: off) [default: auto, 2 × eta, "
+    "at most a tenth of the recorded configurations, as a sweep's].",
+)
+@click.option(
     "--searcher",
     type=click.Choice(["order", "random", "tpe", "gp"]),
     default="order",
@@ -658,6 +665,7 @@ def replay(
     promotion: str,
     keep: str,
     lookahead: int,
+    warmup_trials: int | None,
     searcher: str,
     seed: int,
     stopping: str,
@@ -685,6 +693,7 @@ def replay(
         OutlookRule,
         OutlookStopping,
         StoppingRule,
+        auto_warmup_trials,
     )
     from costtune.pool import GpPool, OrderedPool, TpePool
     from costtune.report import usd
@@ -693,8 +702,9 @@ def replay(
     try:
         table = list(load_curves(str(curves.resolve())).values())
         longest = max(c.epochs for c in table)
+        warmup = auto_warmup_trials(eta, len(table)) if warmup_trials is None else warmup_trials or None
         policy = (
-            AsyncHyperband(longest, grace_epochs, eta, brackets, promotion, keep, lookahead or None)
+            AsyncHyperband(longest, grace_epochs, eta, brackets, promotion, keep, lookahead or None, warmup)
             if scheduler == "hyperband"
             else None
         )
@@ -752,6 +762,7 @@ def replay(
         "budget_usd": budget,
         "keep": keep,
         "lookahead": lookahead or None,
+        "warmup_trials": warmup if scheduler == "hyperband" else None,
     }
     if as_json:
         click.echo(

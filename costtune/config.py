@@ -20,7 +20,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from costtune.cost import CostModel, canonical_device
 from costtune.errors import ConfigError
-from costtune.policy.hyperband import LOOKAHEAD_DEFAULT
+from costtune.policy.hyperband import LOOKAHEAD_DEFAULT, auto_warmup_trials
 
 
 def _shipped(installed: str, in_repository: str) -> Path:
@@ -151,11 +151,25 @@ class SchedulerConfig(_Strict):
         description="m: between rungs, stop a trial at least as bad as m trials that reached the next "
         "rung and were, at the same epoch, behind every trial in its cut; null: off",
     )
+    warmup_trials: int | Literal["auto"] | None = Field(
+        "auto",
+        description="w: the first rung promotes nobody until it holds w trials; auto: 2·eta, at most "
+        "a tenth of num_samples (off below 2); null: off",
+    )
     # population-based training
     perturbation_interval: int = Field(5, ge=1)
     quantile_fraction: float = Field(0.2, gt=0, le=0.5)
     resample_probability: float = Field(0.25, ge=0, le=1)
     pbt_key: Literal["loss", "pareto"] = "loss"
+
+    @field_validator("warmup_trials", mode="before")
+    @classmethod
+    def _warmup_trials(cls, value: Any) -> Any:
+        if value is None or value == "auto":
+            return value
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise ValueError(f"must be a positive integer, 'auto' or null, got {value!r}")
+        return value
 
 
 class CostConfig(_Strict):
@@ -372,6 +386,12 @@ def grid_size(config: SweepConfig) -> int:
 
 def planned_trials(config: SweepConfig) -> int:
     return grid_size(config) if config.searcher.type == "grid" else config.num_samples
+
+
+def warmup_trials(config: SweepConfig) -> int | None:
+    """``scheduler.warmup_trials`` resolved: ``auto`` from eta and the trials the sweep plans."""
+    w = config.scheduler.warmup_trials
+    return auto_warmup_trials(config.scheduler.eta, planned_trials(config)) if w == "auto" else w
 
 
 def load_config(

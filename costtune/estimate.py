@@ -20,7 +20,7 @@ import math
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from costtune.config import SweepConfig, planned_trials
+from costtune.config import SweepConfig, planned_trials, warmup_trials
 from costtune.cost import device_hours, is_gpu
 from costtune.errors import ConfigError
 from costtune.policy import Keep, bracket_weights, max_bracket_index, rung_epochs
@@ -54,19 +54,26 @@ class Estimate:
         return asdict(self)
 
 
-def expected_promotions(arrivals: float, eta: int, keep: Keep = Keep.FLOOR) -> float:
+def expected_promotions(
+    arrivals: float, eta: int, keep: Keep = Keep.FLOOR, warmup: int | None = None
+) -> float:
     """Σ_{k=1}^{n} c(k)/k: trials an asynchronous rung promotes out of n random-order arrivals,
-    c(k) = ⌈k/η⌉ (``keep=ceil``) or max(1, ⌊k/η⌋) (``keep=floor``).
+    c(k) = ⌈k/η⌉ (``keep=ceil``) or max(1, ⌊k/η⌋) (``keep=floor``), and c(k) = 0 for the
+    first ``warmup`` − 1 arrivals of a warmed-up rung.
 
     Fractional ``arrivals`` (an expectation from the rung below) interpolate linearly.
     """
     if arrivals <= 0:
         return 0.0
+
+    def share(k: int) -> float:
+        return 0.0 if warmup is not None and k < warmup else promoted_count(k, eta, keep) / k
+
     whole = math.floor(arrivals)
-    total = sum(promoted_count(k, eta, keep) / k for k in range(1, whole + 1))
+    total = sum(share(k) for k in range(1, whole + 1))
     frac = arrivals - whole
     if frac > 0:
-        total += frac * promoted_count(whole + 1, eta, keep) / (whole + 1)
+        total += frac * share(whole + 1)
     return min(total, arrivals)
 
 
@@ -77,8 +84,10 @@ def expected_epochs_hyperband(
     eta: int,
     brackets: int | None,
     keep: Keep = Keep.FLOOR,
+    warmup: int | None = None,
 ) -> float:
-    """Expected epochs of an asynchronous Hyperband sweep (see the module docstring)."""
+    """Expected epochs of an asynchronous Hyperband sweep (see the module docstring); each
+    bracket's first rung warmed up over ``warmup`` trials (``scheduler.warmup_trials``)."""
     most = max_bracket_index(grace_epochs, eta, max_epochs) + 1
     n_brackets = brackets or most
     weights = bracket_weights(n_brackets, eta)
@@ -91,7 +100,7 @@ def expected_epochs_hyperband(
             total += arrivals * (epochs - done)
             done = epochs
             if i < len(ladder) - 1:
-                arrivals = expected_promotions(arrivals, eta, keep)
+                arrivals = expected_promotions(arrivals, eta, keep, warmup if i == 0 else None)
     return total
 
 
@@ -130,11 +139,12 @@ def estimate(
     s = config.scheduler
     if s.type == "cost_aware_hyperband":
         expected_epochs = expected_epochs_hyperband(
-            trials, config.max_epochs, s.grace_epochs, s.eta, s.brackets, Keep(s.keep)
+            trials, config.max_epochs, s.grace_epochs, s.eta, s.brackets, Keep(s.keep), warmup_trials(config)
         )
         geometry = (
             f"CostAwareHyperBand: rungs at {rung_epochs(s.grace_epochs, s.eta, config.max_epochs)} epochs, "
-            f"eta={s.eta}, keep {s.keep}; expected promotions assume random arrival order"
+            f"eta={s.eta}, keep {s.keep}, warm-up {warmup_trials(config) or 'off'}; "
+            "expected promotions assume random arrival order"
         )
     else:
         expected_epochs = worst_epochs

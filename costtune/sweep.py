@@ -26,7 +26,7 @@ from typing import Any
 
 import yaml
 
-from costtune.config import SweepConfig, load_config, parse_config
+from costtune.config import SweepConfig, load_config, parse_config, warmup_trials
 from costtune.errors import ConfigError, SweepFailed
 from costtune.estimate import estimate
 from costtune.gate import GateFailed, GateResult, check
@@ -361,6 +361,7 @@ def _run(
             promotion=config.scheduler.promotion,
             keep=config.scheduler.keep,
             lookahead=config.scheduler.lookahead,
+            warmup_trials=warmup_trials(config),
             cost_model=cost_model,
             seconds_field=config.cost.time_field,
             governor=governor,

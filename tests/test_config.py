@@ -74,6 +74,14 @@ def test_defaults_are_the_documented_ones() -> None:
         ({"mode": "maximize"}, "mode: input should be 'min' or 'max'"),
         ({"scheduler": {"keep": "round"}}, "scheduler.keep: input should be 'ceil' or 'floor'"),
         (
+            {"scheduler": {"warmup_trials": 0}},
+            "scheduler.warmup_trials: must be a positive integer, 'auto' or null, got 0",
+        ),
+        (
+            {"scheduler": {"warmup_trials": "lots"}},
+            "scheduler.warmup_trials: must be a positive integer, 'auto' or null, got 'lots'",
+        ),
+        (
             {"trainable": {"name": "amp", "args": {"model": "resnet999"}}},
             "trainable.args.model: must be one of mlp, cnn, transformer, got 'resnet999'",
         ),
@@ -113,6 +121,40 @@ def test_config_errors_are_one_line_naming_the_field(patch, message) -> None:
     text = str(info.value)
     assert text.startswith(message), text
     assert "\n" not in text
+
+
+@pytest.mark.parametrize(
+    ("patch", "expected"),
+    [
+        ({"num_samples": 4}, None),  # auto: at most a tenth of the trials, off below 2
+        ({"num_samples": 24}, 2),
+        ({"num_samples": 60}, 6),
+        ({"num_samples": 500}, 10),  # 2 × eta
+        ({"num_samples": 500, "scheduler": {"eta": 3}}, 6),
+        ({"num_samples": 500, "scheduler": {"warmup_trials": None}}, None),
+        ({"num_samples": 4, "scheduler": {"warmup_trials": 3}}, 3),
+        # a grid runs every combination: 50 × 4 trials
+        (
+            {
+                "num_samples": 50,
+                "searcher": {"type": "grid"},
+                "search_space": {"lr": {"type": "choice", "values": [0.1, 0.01, 0.001, 0.0001]}},
+                "approval": {
+                    "justification": "a grid",
+                    "estimated_resources": "some",
+                    "stop_conditions": "rungs",
+                    "approver": "tests",
+                },
+            },
+            10,
+        ),
+    ],
+)
+def test_warmup_trials_auto_is_two_eta_at_most_a_tenth_of_the_trials(patch, expected) -> None:
+    from costtune.config import warmup_trials
+
+    assert parse_config({**MINIMAL, **patch}).scheduler.warmup_trials in ("auto", None, 3)
+    assert warmup_trials(parse_config({**MINIMAL, **patch})) == expected
 
 
 def test_missing_required_key() -> None:

@@ -200,6 +200,7 @@ def test_replay_cli_with_searcher_stopping_budget_and_seed(tmp_path) -> None:
         "budget_usd": 3.0,
         "keep": "floor",
         "lookahead": None,
+        "warmup_trials": 4,  # auto: 2 × eta, at most a tenth of the 40 configurations
     }
     assert data["runs"]["recorded"]["truncated"] == 1
     assert data["runs"]["costtune"]["cost_usd"] <= 3.0 + 60 / 3600 * 2.5
@@ -220,3 +221,8 @@ def test_replay_cli_with_searcher_stopping_budget_and_seed(tmp_path) -> None:
     assert looked.exit_code == 0 and json.loads(looked.output)["settings"]["lookahead"] == 3
     negative = CliRunner().invoke(main, [*args, "--lookahead", "-1"])
     assert negative.exit_code == 2 and "--lookahead" in negative.output
+    for given, expected in (("0", None), ("7", 7)):
+        warmed = CliRunner().invoke(main, [*args, "--budget", "3", "--warmup-trials", given])
+        assert warmed.exit_code == 0 and json.loads(warmed.output)["settings"]["warmup_trials"] == expected
+    negative = CliRunner().invoke(main, [*args, "--warmup-trials", "-1"])
+    assert negative.exit_code == 2 and "--warmup-trials" in negative.output

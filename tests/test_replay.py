@@ -264,6 +264,29 @@ def test_lookahead_in_a_ray_sweep_stops_like_the_simulator(ray_session, tmp_path
 
 
 @pytest.mark.ray
+def test_warmup_in_a_ray_sweep_stops_like_the_simulator(ray_session, tmp_path) -> None:
+    """`scheduler.warmup_trials` in a real sweep: Ray's CostAwareHyperBand ends the same trials
+    at the same epochs as the pure policy in the simulator; the first w − 1 trials stop at the
+    first rung however good (`rung_pruned`), and the rung judges the rest against them."""
+    curves = {f"c{i}": [1.0 - i / 10 - 0.01 * e for e in range(1, 10)] for i in range(7)}  # each better
+    path = tmp_path / "curves.csv"
+    _table(curves, dict.fromkeys(curves, 600.0)).to_csv(path, index=False)
+    frame, ran = _replay_in_ray(
+        path,
+        tmp_path / "run",
+        scheduler={"grace_epochs": 3, "eta": 3, "brackets": 1, "warmup_trials": 3},
+        search_space={"config_id": {"type": "choice", "values": list(curves)}},
+    )
+    table = load_curves(str(path))
+    policy = AsyncHyperband(max_epochs=9, grace_epochs=3, eta=3, brackets=1, warmup_trials=3)
+    expected = simulate([table[c] for c in ran], policy, workers=1).stopped_at
+    assert frame["epochs"].to_dict() == expected
+    assert all(expected[c] == 3 for c in ran[:2])  # warming up: stopped at the rung
+    assert all(frame.loc[c, "stop_reason"] == "rung_pruned" for c in ran[:2])
+    assert any(e == 9 for e in expected.values())  # and after it, the rung promotes again
+
+
+@pytest.mark.ray
 def test_the_searcher_is_told_a_lookahead_pruned_trials_rung_estimate(ray_session, tmp_path) -> None:
     """With the look-ahead on, Optuna (real, in a real sweep) is told a pruned trial's estimated
     loss at its rung, not its epoch-1 loss; every other trial its last loss."""

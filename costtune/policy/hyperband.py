@@ -32,6 +32,22 @@ from costtune.policy.successive_halving import (
 
 #: the look-ahead's m in a sweep's config and in ``costtune replay`` (None: off)
 LOOKAHEAD_DEFAULT: int | None = None
+#: ``warmup_trials: auto`` holds back at most this share of a sweep's trials
+WARMUP_MAX_SHARE = 0.1
+
+
+def auto_warmup_trials(eta: int, trials: int) -> int | None:
+    """``warmup_trials: auto`` for a sweep of ``trials`` trials: 2η, but at most a tenth of the
+    trials (``None``, off, below 2).
+
+    2η was chosen on LCBench's dev tasks (RESULTS.md, stop 21). The cap bounds what the
+    warm-up can lose: the trials it stops at the first rung are ones that a rung with more to
+    compare would have judged, and among them may be the sweep's best (in random order, with
+    probability (w − 1) / trials); a searcher that was told their losses may come back to
+    their region, random search does not.
+    """
+    w = min(2 * eta, int(trials * WARMUP_MAX_SHARE))
+    return w if w >= 2 else None
 
 
 @dataclass(slots=True)
@@ -75,6 +91,9 @@ class AsyncHyperband:
             reached the target (``benchmarks/RESULTS.md``, stop 21). Later rungs are not
             warmed up: only trials the first rung judged reach them.
     """
+
+    #: a policy pickled before the warm-up existed (a resumed older run) has none
+    warmup_trials: int | None = None
 
     def __init__(
         self,

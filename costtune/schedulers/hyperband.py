@@ -53,6 +53,10 @@ class CostAwareHyperBand(GovernedMixin, FIFOScheduler):
         lookahead: m: between rungs, stop a trial at least as bad as m trials that reached
             its next rung and were, at the same epoch, behind every trial in that rung's
             cut (:class:`~costtune.policy.AsyncHyperband`); ``None``: off.
+        warmup_trials: w: the first rung promotes nobody until it holds w trials; ``None``
+            (default here: the scheduler does not know how many trials will come): off.
+            A costtune sweep sets it from ``scheduler.warmup_trials`` (``auto``: 2η, at most
+            a tenth of ``num_samples``).
         cost_model: prices; default A100 at $2.50 per GPU-hour, CPU per core-hour.
         time_attr: result field that counts epochs (default ``training_iteration``).
         seconds_field: result field of metered seconds (default ``time_total_s``;
@@ -78,6 +82,7 @@ class CostAwareHyperBand(GovernedMixin, FIFOScheduler):
         promotion: PromotionRule | str = PromotionRule.LOSS,
         keep: str = "floor",
         lookahead: int | None = None,
+        warmup_trials: int | None = None,
         cost_model: CostModel | None = None,
         time_attr: str = "training_iteration",
         seconds_field: str = "time_total_s",
@@ -93,7 +98,9 @@ class CostAwareHyperBand(GovernedMixin, FIFOScheduler):
             raise ConfigError(f"mode: must be 'min' or 'max', got {mode!r}")
         self._metric = metric
         self._mode = mode
-        self.policy = AsyncHyperband(max_epochs, grace_epochs, eta, brackets, promotion, keep, lookahead)
+        self.policy = AsyncHyperband(
+            max_epochs, grace_epochs, eta, brackets, promotion, keep, lookahead, warmup_trials
+        )
         self.cost_model = cost_model or CostModel()
         self.time_attr = time_attr
         self.seconds_field = seconds_field
