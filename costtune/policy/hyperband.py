@@ -87,9 +87,9 @@ class AsyncHyperband:
             it holds w trials (the one arriving included): the first w − 1 to reach it stop
             there (``rung_pruned``). An asynchronous rung otherwise promotes its first
             arrival, and every new best among its first few, with nothing to compare them
-            with; those early promotions were most of what was spent on trials that never
-            reached the target (``benchmarks/RESULTS.md``, stop 21). Later rungs are not
-            warmed up: only trials the first rung judged reach them.
+            with; on LCBench those early promotions were a large share of what a run spent
+            before it reached the target (``benchmarks/RESULTS.md``, stop 21). Later rungs
+            are not warmed up: only trials the first rung judged reach them.
     """
 
     #: a policy pickled before the warm-up existed (a resumed older run) has none
