@@ -107,18 +107,8 @@ class AsyncHyperband:
         warmup_trials: int | None = None,
     ) -> None:
         validate_geometry(grace_epochs, eta, max_epochs)
-        if warmup_trials is not None and (
-            isinstance(warmup_trials, bool) or not isinstance(warmup_trials, int) or warmup_trials < 1
-        ):
-            raise ConfigError(
-                f"scheduler.warmup_trials: must be a positive integer or null; got {warmup_trials!r}"
-            )
-        self.warmup_trials = warmup_trials
-        if lookahead is not None and (
-            isinstance(lookahead, bool) or not isinstance(lookahead, int) or lookahead < 1
-        ):
-            raise ConfigError(f"scheduler.lookahead: must be a positive integer or null; got {lookahead!r}")
-        self.lookahead = lookahead
+        self.warmup_trials = _positive_or_none(warmup_trials, "warmup_trials")
+        self.lookahead = _positive_or_none(lookahead, "lookahead")
         most = max_bracket_index(grace_epochs, eta, max_epochs) + 1
         if brackets is None:
             brackets = most
@@ -336,6 +326,12 @@ class AsyncHyperband:
             t: {int(e): _decode(v) for e, v in c.items()} for t, c in state.get("curves", {}).items()
         }
         self.estimates = {t: _decode(v) for t, v in state.get("estimates", {}).items()}
+
+
+def _positive_or_none(value: int | None, name: str) -> int | None:
+    if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
+        raise ConfigError(f"scheduler.{name}: must be a positive integer or null; got {value!r}")
+    return value
 
 
 def _encode(value: float) -> float | str:
