@@ -754,16 +754,16 @@ def _resume(out: Path, experiment: Path, ray_address: str | None) -> SweepResult
     forget_governors()  # the governor copies this restore unpickles meet on a fresh one
     ledger = Ledger(ledger_spec(config), out)
     known = tune_known_trials(out)
-    # trials that ran and ended after Tune's last snapshot: judged and paid, so counted
-    lost = (
+    # Tune's trials, and those that ran and ended after its last snapshot (judged and paid)
+    created = (
         0
         if known is None
-        else sum(
+        else len(known)
+        + sum(
             r.status != "RUNNING" and r.stop_reason != StopReason.INTERRUPTED.value and t not in known
             for t, r in ledger.trials.items()
         )
     )
-    created = len(known) + lost if known is not None else 0
     with resuming(out), counting_trials_tune_lost(created):  # a copied or moved run writes only into itself
         tuner = tune.Tuner.restore(
             str(experiment),
