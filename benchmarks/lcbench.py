@@ -258,6 +258,7 @@ _FLAGS: dict[str, tuple[str, Any]] = {
     "d": ("tell_predicted", True),
     "R": ("value_transform", "rank"),
     "C": ("value_transform", "clip"),
+    "X": ("expected", True),
 }
 
 
@@ -281,6 +282,10 @@ def parse_variant(method: str) -> tuple[str, dict[str, Any]]:
     epoch starts (``costtune.policy.epoch_cost``, learned from the epochs run so far).
     ``a<m>`` (any costtune-hb method): the scheduler's look-ahead between rungs, m trials of
     evidence (``AsyncHyperband(lookahead=m)``); ``a0``: off.
+    ``X`` (costtune-hb-rel-tpe, costtune-rel-tpe): the relative stopper judges each trial by its
+    expected gain of the sweep's best to the last epoch per dollar, from the curve model learned
+    on the trials that got there (``StoppingRule(expected=True)``, policy/curve_model.py), not by
+    its pace over the last window.
     ``w`` (costtune-hb-rel-tpe): the stopper waits for the scheduler's last rung
     (``first_stop_epoch`` = 25): where rungs still judge a trial, the stopper does not.
     ``L`` (TPE methods, Optuna peers too): ``TPESampler(constant_liar=True)``, which Optuna
@@ -683,6 +688,7 @@ def run_method(task: Task, seed: int, method: str) -> Trace:
         rho = float(kwargs.pop("relative_roi", RELATIVE_RULE.min_relative_roi))
         spare = bool(kwargs.pop("spare_best", False))
         wait = bool(kwargs.pop("wait_for_rungs", False))
+        expected = bool(kwargs.pop("expected", False))
         policy = AsyncHyperband(MAX_EPOCHS, **kwargs) if base == "costtune-hb-rel-tpe" else None
         last_rung = policy.rungs_by_bracket[0][-1] if wait and policy is not None else None
         rule = MarginalRoiStopping(
@@ -692,6 +698,7 @@ def run_method(task: Task, seed: int, method: str) -> Trace:
                 spare_best=spare,
                 max_epochs=MAX_EPOCHS,
                 first_stop_epoch=last_rung,
+                expected=expected,
             )
         )
         return run_tpe_loop(task, seed, policy, rule, **tpe)

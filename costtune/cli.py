@@ -632,13 +632,17 @@ def watch_idle(
 @click.option("--seed", type=int, default=0, show_default=True, help="for --searcher random, tpe and gp")
 @click.option(
     "--stopping",
-    type=click.Choice(["relative", "outlook", "none"]),
+    type=click.Choice(["relative", "expected", "outlook", "none"]),
     default="relative",
     show_default=True,
     help="relative: stop a trial whose dollars buy less than --rho × what the sweep's bought (a sweep's "
-    "default); outlook: stop a trial whose optimistic curve cannot beat the best so far.",
+    "default); expected: the same, judged by its expected gain to the last epoch per dollar (a curve "
+    "model learned on the trials that got there); outlook: stop a trial whose optimistic curve "
+    "cannot beat the best so far.",
 )
-@click.option("--rho", type=click.FloatRange(min=0), default=0.3, show_default=True, help="for relative")
+@click.option(
+    "--rho", type=click.FloatRange(min=0), default=0.3, show_default=True, help="for relative and expected"
+)
 @click.option("--optimism", type=click.FloatRange(min=0), default=1.0, show_default=True, help="for outlook")
 @click.option(
     "--budget", type=click.FloatRange(min=0, min_open=True), default=None, help="USD for the replay."
@@ -717,8 +721,15 @@ def replay(
         )
         outlook = OutlookStopping(OutlookRule(longest, optimism=optimism)) if stopping == "outlook" else None
         relative = (
-            MarginalRoiStopping(StoppingRule(min_relative_roi=rho, spare_best=True, max_epochs=longest))
-            if stopping == "relative"
+            MarginalRoiStopping(
+                StoppingRule(
+                    min_relative_roi=rho,
+                    spare_best=True,
+                    max_epochs=longest,
+                    expected=stopping == "expected",
+                )
+            )
+            if stopping in ("relative", "expected")
             else None
         )
     except ConfigError as exc:

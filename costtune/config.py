@@ -251,6 +251,11 @@ class StoppingConfig(_Strict):
     spare_best: bool = Field(
         True, description="the relative rule judges the best trial by what it may still gain"
     )
+    expected_gain: bool = Field(
+        False,
+        description="the relative rule judges every trial by its expected gain of the sweep's best to "
+        "max_epochs per dollar, from a curve model learned on the sweep's finished trials, not by its pace",
+    )
     window_epochs: int = Field(5, ge=1)
     min_epochs: int = Field(5, ge=1)
     sweep_min_improvement_per_usd: float | None = Field(None, ge=0, allow_inf_nan=False)
@@ -335,6 +340,10 @@ class SweepConfig(_Strict):
             raise ValueError(
                 "searcher.type: pbt samples its initial population at random and explores from "
                 f"there; use searcher.type random (got {self.searcher.type})"
+            )
+        if self.stopping.expected_gain and self.stopping.min_relative_roi is None:
+            raise ValueError(
+                "stopping.expected_gain: judges the relative rule's trials; set stopping.min_relative_roi (ρ)"
             )
         clash = sorted(set(self.search_space) & set(self.trainable.args))
         if clash:

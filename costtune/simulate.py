@@ -135,9 +135,12 @@ def simulate(
                 sim.truncated.add(config_id)
                 if policy is not None:
                     policy.on_end(config_id, StopReason.TRUNCATED)
-        if stopping is not None and not stop:
+        if stopping is not None:
+            # fed every epoch, as Ray's stopper is (it sees the result a rung or the last epoch
+            # ends too): the sweep's spend, its best and the curve model's references count it
             hours = curve.seconds_until(epoch) * curve.devices / 3600
-            stop = stopping.on_result(config_id, loss, hours, spent_by_trial[config_id]) is not None
+            said = stopping.on_result(config_id, loss, hours, spent_by_trial[config_id])
+            stop = stop or said is not None
         took = time.perf_counter() - began
         sim.decision_seconds += took
         if charge_decision_time:

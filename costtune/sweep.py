@@ -809,6 +809,7 @@ def _governance(config: SweepConfig, ledger: Ledger) -> tuple[Governor, Any]:
         min_marginal_roi=st.min_marginal_roi,
         min_relative_roi=st.min_relative_roi,
         spare_best=st.spare_best,
+        expected=st.expected_gain,
         max_epochs=config.max_epochs,
         window_epochs=st.window_epochs,
         min_epochs=st.min_epochs,

@@ -106,6 +106,11 @@ def test_defaults_are_the_documented_ones() -> None:
             {"stopping": {"min_relative_roi": -0.1}},
             "stopping.min_relative_roi: input should be greater than or equal to 0",
         ),
+        (
+            {"stopping": {"expected_gain": True, "min_relative_roi": None}},
+            "stopping.expected_gain: judges the relative rule's trials; set stopping.min_relative_roi",
+        ),
+        ({"stopping": {"expected_gain": "maybe"}}, "stopping.expected_gain: input should be a valid boolean"),
         ({"cost": {"accelerator": "TPUv9"}}, "cost.accelerator: no price for 'TPUv9'"),
         ({"cost": {"business_value_usd": float("nan")}}, "cost.business_value_usd:"),
         ({"scheduler": {"grace_epochs": 20}}, "scheduler.grace_epochs: must be <= max_epochs (10), got 20"),

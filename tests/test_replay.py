@@ -109,6 +109,19 @@ def test_simulator_outlook_stops_trials_that_cannot_beat_the_best(table_path) ->
     assert sim.total_usd < full.total_usd and sim.best_loss == full.best_loss
 
 
+def test_simulator_feeds_the_stopper_every_epoch_as_ray_does(table_path) -> None:
+    """Ray's stopper sees every result, the one a rung or the last epoch ends included: the
+    simulator's too, so the stopper's books (the sweep's spend, its best, the curve model's
+    references) hold every epoch the simulator ran."""
+    curves = list(load_curves(str(table_path)).values())
+    policy = AsyncHyperband(max_epochs=9, grace_epochs=1, eta=3, brackets=1, promotion="loss")
+    stopping = MarginalRoiStopping(StoppingRule(min_relative_roi=0.0, max_epochs=9, expected=True))
+    sim = simulate(curves, policy, stopping=stopping, workers=1, usd_per_device_hour=1.0)
+    assert sim.stopped_at == {"t0": 9, "t1": 9, "t2": 1, "t3": 9, "t4": 1, "t5": 3}  # ρ = 0 stops none
+    assert stopping._spent == pytest.approx(sim.total_usd)
+    assert len(stopping._references) == 3  # t0, t1, t3 reached epoch 9
+
+
 def test_simulator_stops_at_the_budget(table_path) -> None:
     curves = list(load_curves(str(table_path)).values())
     sim = simulate(curves, None, workers=2, usd_per_device_hour=1.0, budget_usd=10.0)
@@ -232,6 +245,27 @@ def test_relative_rule_in_a_ray_sweep_stops_like_the_simulator(ray_session, tabl
     assert frame["epochs"].to_dict() == expected
     stopped = {c for c, e in expected.items() if e < 9}
     assert stopped and len(stopped) < len(expected)  # it stops some, not all
+    assert set(frame.index[frame["stop_reason"] == "marginal_roi"]) == stopped
+
+
+@pytest.mark.ray
+def test_expected_gain_rule_in_a_ray_sweep_stops_like_the_simulator(
+    ray_session, table_path, tmp_path
+) -> None:
+    """`stopping.expected_gain` in a real sweep: Ray's stopper, judging each trial by the curve
+    model's expected gain per dollar, ends the same trials at the same epochs as the pure rule."""
+    settings = {"min_relative_roi": 0.3, "window_epochs": 2, "min_epochs": 2}
+    frame, ran = _replay_in_ray(
+        table_path, tmp_path / "run", scheduler={"type": "fifo"}, stopping={**settings, "expected_gain": True}
+    )
+    curves = load_curves(str(table_path))
+    rule = StoppingRule(spare_best=True, max_epochs=9, expected=True, **settings)  # type: ignore[arg-type]
+    expected = simulate(
+        [curves[c] for c in ran], None, stopping=MarginalRoiStopping(rule), usd_per_device_hour=1.0
+    ).stopped_at
+    assert frame["epochs"].to_dict() == expected
+    stopped = {c for c, e in expected.items() if e < 9}
+    assert stopped and len(stopped) < len(expected)
     assert set(frame.index[frame["stop_reason"] == "marginal_roi"]) == stopped
 
 
@@ -407,5 +441,8 @@ def test_replay_cli_stops_with_the_sweeps_default_rule(table_path) -> None:
 
     default, none = run(), run("--stopping", "none")
     assert default["settings"]["stopping"] == "relative" and default["settings"]["rho"] == 0.3
+    expected = run("--stopping", "expected")
+    assert expected["settings"]["stopping"] == "expected"
+    assert expected["runs"]["costtune"]["epochs"] < 54  # the flat t5 cannot beat the best: stopped
     assert default["runs"]["costtune"]["epochs"] < none["runs"]["costtune"]["epochs"] == 54  # flat t5 stops
     assert default["runs"]["costtune"]["best_val_loss"] == none["runs"]["costtune"]["best_val_loss"]

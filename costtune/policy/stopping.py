@@ -41,6 +41,7 @@ import uuid
 from dataclasses import dataclass, field
 
 from costtune.errors import ConfigError
+from costtune.policy.curve_model import expected_gain, final_losses
 from costtune.policy.decisions import StopReason
 from costtune.policy.outlook import outlook
 
@@ -76,6 +77,14 @@ class StoppingRule:
             Set to the last rung, a pace rule would not overrule rungs that still judge a
             trial; a sweep does not set it (on LCBench's dev tasks that was dearer:
             benchmarks/RESULTS.md, stop 16, variant ``w``).
+        expected: the relative rule judges a trial by its *expected* gain to ``max_epochs``
+            per dollar that gain would cost, in place of its pace over the last window: the
+            expected improvement of the sweep's best loss, over the curve model's predicted
+            finals (:mod:`~costtune.policy.curve_model`, learned from the sweep's trials that
+            reached ``max_epochs``), divided by the trial's dollars per epoch × the epochs it
+            has left. It stops when that is below ρ × the sweep's average gain per dollar.
+            Needs ``max_epochs``; ``spare_best`` is implied (the best trial's expected gain
+            is its own expected drop).
     """
 
     patience_epochs: int | None = None
@@ -88,6 +97,7 @@ class StoppingRule:
     window_epochs: int = 5
     min_epochs: int = 5
     first_stop_epoch: int | None = None
+    expected: bool = False
 
     def __post_init__(self) -> None:
         if self.window_epochs < 1:
@@ -102,6 +112,8 @@ class StoppingRule:
             raise ConfigError(
                 f"stopping.min_relative_roi: must be a finite number >= 0, got {self.min_relative_roi!r}"
             )
+        if self.expected and (self.max_epochs is None or self.min_relative_roi is None):
+            raise ConfigError("stopping.expected: needs min_relative_roi and max_epochs")
 
     @property
     def active(self) -> bool:
@@ -145,6 +157,9 @@ class MarginalRoiStopping:
         self._baselined: set[str] = set()  # trials in _firsts (a replayed trial counts once)
         self._best = math.inf
         self._best_trial: str | None = None
+        #: smoothed curves of the trials that reached max_epochs (the curve model's references)
+        self._references: list[list[float]] = []
+        self._referenced: set[str] = set()
 
     @property
     def sweep_rate(self) -> float:
@@ -180,6 +195,9 @@ class MarginalRoiStopping:
         if epochs == rule.min_epochs and trial_id not in self._baselined:
             self._baselined.add(trial_id)
             bisect.insort(self._firsts, c.best_smooth[-1])
+        if rule.max_epochs is not None and epochs == rule.max_epochs and trial_id not in self._referenced:
+            self._referenced.add(trial_id)
+            self._references.append(list(c.best_smooth))
         if epochs < max(rule.min_epochs, rule.first_stop_epoch or 0) or (
             rule.max_epochs is not None and epochs >= rule.max_epochs
         ):
@@ -203,6 +221,8 @@ class MarginalRoiStopping:
             and gained * self.business_value_usd / dollars < rule.min_marginal_roi
         )
         rate = self.sweep_rate
+        if rule.expected:
+            return StopReason.MARGINAL_ROI if slope_low or roi_low or self._expected_low(c, rate) else None
         relative_low = (
             rule.min_relative_roi is not None
             and dollars > 0
@@ -211,6 +231,19 @@ class MarginalRoiStopping:
             and not (rule.spare_best and trial_id == self._best_trial and self._promising(c, rate))
         )
         return StopReason.MARGINAL_ROI if slope_low or roi_low or relative_low else None
+
+    def _expected_low(self, c: _Curve, rate: float) -> bool:
+        """Whether the trial's expected gain to max_epochs per dollar is below ρ × the sweep's."""
+        rule = self.rule
+        rho, max_epochs = rule.min_relative_roi, rule.max_epochs
+        if rho is None or max_epochs is None or rate <= 0:
+            return False
+        w = rule.window_epochs
+        left = (c.usd[-1] - c.usd[-1 - w]) / w * (max_epochs - len(c.best_smooth))
+        if left <= 0:
+            return False
+        finals = final_losses(c.best_smooth, self._references, max_epochs)
+        return expected_gain(finals, self._best) < rho * rate * left
 
     def _promising(self, c: _Curve, rate: float) -> bool:
         """Whether the best trial may still gain ρ × what the sweep gained (see ``spare_best``)."""
