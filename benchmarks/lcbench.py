@@ -259,7 +259,6 @@ _FLAGS: dict[str, tuple[str, Any]] = {
     "R": ("value_transform", "rank"),
     "C": ("value_transform", "clip"),
     "X": ("expected", True),
-    "F": ("thaw", True),
 }
 
 
@@ -427,26 +426,13 @@ def run_tpe_loop(
         return curve
 
     by_id: dict[str, Curve] = {}
-    told: dict[str, Any] = {}
 
     def on_trial_end(config_id: str, epoch: int, loss: float) -> None:
         nonlocal best_seen
         best_seen = min(best_seen, float(by_id[config_id].val_loss[:epoch].min()))
         costs.observe(configs[config_id], float(by_id[config_id].epoch_seconds[:epoch].mean()))
-        curve = by_id[config_id]
-        if config_id not in asked:  # a frozen trial resumed (thaw) ended again: tell it anew
-            first = told[config_id]
-            study.add_trial(
-                optuna.trial.create_trial(
-                    params=first.params,
-                    distributions=first.distributions,
-                    value=loss,
-                    user_attrs={COST_ATTR: float(curve.epoch_seconds[:epoch].mean())},
-                )
-            )
-            return
         trial = asked.pop(config_id)
-        told[config_id] = trial
+        curve = by_id[config_id]
         trial.set_user_attr(COST_ATTR, float(curve.epoch_seconds[:epoch].mean()))
         if epoch >= MAX_EPOCHS:
             finished.append(curve)

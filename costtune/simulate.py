@@ -101,22 +101,8 @@ def simulate(
     sweep_usd = 0.0
     tiebreak = 0
 
-    def resume_thawed(now: float) -> bool:
-        """Resume a frozen trial the policy let through its rung (``thaw``), if any."""
-        nonlocal tiebreak
-        trial_id = policy.pop_thawed() if policy is not None and policy.thaw else None
-        if trial_id is None:
-            return False
-        epoch = sim.stopped_at.pop(trial_id)
-        curve = by_id[trial_id]
-        heapq.heappush(running, (now + curve.epoch_seconds[epoch], tiebreak, epoch + 1, trial_id))
-        tiebreak += 1
-        return True
-
     def start(now: float) -> None:
         nonlocal tiebreak
-        if resume_thawed(now):
-            return
         curve = queue.pop(0)
         if policy is not None:
             policy.on_add(curve.config_id)
@@ -137,9 +123,12 @@ def simulate(
         sim.epochs.append(Epoch(now, config_id, epoch, loss, sweep_usd))
         began = time.perf_counter()
         stop = outlook is not None and outlook.on_result(config_id, loss) is not None
-        if policy is not None and not stop:
-            decision = policy.on_result(config_id, epoch, loss, spent_by_trial[config_id])
-            stop = decision is not Decision.CONTINUE
+        if (
+            policy is not None
+            and not stop
+            and policy.on_result(config_id, epoch, loss, spent_by_trial[config_id]) is Decision.STOP
+        ):
+            stop = True
         if not stop and epoch >= curve.epochs:
             stop = True
             if max_epochs is not None and epoch < max_epochs:
@@ -161,8 +150,7 @@ def simulate(
             sim.stopped_at[config_id] = epoch
             if on_trial_end is not None:
                 on_trial_end(config_id, epoch, loss)
-            thawed = policy is not None and policy.thaw and bool(policy._thawed)
-            if not out_of_money and (thawed or refill()):
+            if not out_of_money and refill():
                 start(now)
         else:
             heapq.heappush(running, (now + curve.epoch_seconds[epoch], tiebreak, epoch + 1, config_id))

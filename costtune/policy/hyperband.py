@@ -55,8 +55,6 @@ class TrialState:
     bracket: int
     epochs: int = 0
     stop_reason: StopReason | None = None
-    #: the rung it is frozen at (``thaw``): paused there, resumable while it holds the rung
-    frozen_at: int | None = None
 
 
 def bracket_weights(n_brackets: int, eta: int) -> list[int]:
@@ -96,7 +94,6 @@ class AsyncHyperband:
 
     #: a policy pickled before the warm-up existed (a resumed older run) has none
     warmup_trials: int | None = None
-    thaw: bool = False
 
     def __init__(
         self,
@@ -108,12 +105,8 @@ class AsyncHyperband:
         keep: Keep | str = Keep.FLOOR,
         lookahead: int | None = None,
         warmup_trials: int | None = None,
-        thaw: bool = False,
     ) -> None:
         validate_geometry(grace_epochs, eta, max_epochs)
-        self.thaw = bool(thaw)
-        #: frozen trials now inside their rung's cut, best first: to resume before a new one
-        self._thawed: list[str] = []
         self.warmup_trials = _positive_or_none(warmup_trials, "warmup_trials")
         self.lookahead = _positive_or_none(lookahead, "lookahead")
         most = max_bracket_index(grace_epochs, eta, max_epochs) + 1
@@ -188,13 +181,8 @@ class AsyncHyperband:
                 and rung_at == self.rungs_by_bracket[state.bracket][0]
                 and len(rung) < self.warmup_trials
             )
-            if self.thaw and self.promotion is PromotionRule.LOSS:
-                self._thaw_within_cut(state.bracket, rung_at, trial_id)
             if warming_up or not is_promotable(trial_id, rung, self.eta, self.promotion, self.keep):
                 state.stop_reason = StopReason.RUNG_PRUNED
-                if self.thaw:
-                    state.frozen_at = rung_at
-                    return Decision.PAUSE
                 return Decision.STOP
         if epoch >= self.max_epochs:
             state.stop_reason = StopReason.COMPLETED
@@ -216,45 +204,6 @@ class AsyncHyperband:
                     rung.record(trial_id, RungEntry(loss=math.inf, cost_usd=float(cost_usd)))
                     return Decision.STOP
         return Decision.CONTINUE
-
-    def _thaw_within_cut(self, bracket: int, rung_at: int, arriving: str) -> None:
-        """Queue the frozen trials of a rung that its cut holds now (ASHA's promotion from the
-        paused pool): a cut of max(1, ⌊n/η⌋) grows by one every η arrivals, and a trial frozen
-        when the rung held fewer to compare with is resumed once it is inside it."""
-        rung = self.rungs[bracket][rung_at]
-        warm = self.warmup_trials
-        if warm is not None and rung_at == self.rungs_by_bracket[bracket][0] and len(rung) < warm:
-            return
-        kept = promoted_count(len(rung), self.eta, self.keep)
-        for trial_id in rung.top(kept):
-            other = self.trials.get(trial_id)
-            if (
-                trial_id != arriving
-                and other is not None
-                and other.frozen_at == rung_at
-                and trial_id not in self._thawed
-            ):
-                self._thawed.append(trial_id)
-                self.version += 1
-
-    def pop_thawed(self) -> str | None:
-        """The next frozen trial to resume (it goes on past its rung), or ``None``.
-
-        A runner asks before it starts a new configuration; the trial resumes from its rung."""
-        while self._thawed:
-            trial_id = self._thawed.pop(0)
-            state = self.trials[trial_id]
-            if state.frozen_at is None or state.stop_reason is not StopReason.RUNG_PRUNED:
-                continue
-            state.frozen_at = None
-            state.stop_reason = None
-            self.version += 1
-            return trial_id
-        return None
-
-    def frozen(self) -> list[str]:
-        """Trials paused at a rung and not (yet) resumed."""
-        return [t for t, s in self.trials.items() if s.frozen_at is not None]
 
     def _hopeless(self, loss: float, epoch: int, rung: Rung) -> float | None:
         """Whether ``loss`` at ``epoch`` is at least as bad as m (``lookahead``) trials of
@@ -300,10 +249,7 @@ class AsyncHyperband:
     def on_end(self, trial_id: str, reason: StopReason = StopReason.STOPPED) -> None:
         """A trial ended outside the policy (finished its loop, errored, was stopped)."""
         state = self.trials.get(trial_id)
-        if state is not None and state.frozen_at is not None:
-            state.frozen_at = None  # frozen and never resumed: it ended where it was pruned
-            self.version += 1
-        elif state is not None and state.stop_reason is None:
+        if state is not None and state.stop_reason is None:
             state.stop_reason = reason
             self.version += 1
 

@@ -143,16 +143,6 @@ class Rung(Mapping[str, RungEntry]):
             k -= len(keys)
         raise IndexError(f"rung has {len(self)} trials, no {k}-th")
 
-    def top(self, k: int) -> list[str]:
-        """The ids of the ``k`` best trials, by (loss, id)."""
-        out: list[str] = []
-        for keys in self._keys:
-            for _, trial_id in keys[: k - len(out)]:
-                out.append(trial_id)
-            if len(out) >= k:
-                break
-        return out
-
     def ahead(self, trial_id: str) -> tuple[int, float]:
         """How many trials, and how many dollars, rank ahead of ``trial_id`` (by loss, then id)."""
         key = (_key(self._entries[trial_id].loss), trial_id)
