@@ -403,6 +403,21 @@ def warmup_trials(config: SweepConfig) -> int | None:
     return auto_warmup_trials(config.scheduler.eta, planned_trials(config)) if w == "auto" else w
 
 
+class _UniqueKeyLoader(yaml.SafeLoader):
+    """YAML's safe loader, refusing a key given twice in one mapping: plain YAML keeps the last
+    and silently drops the first (a second ``stopping:`` block would replace the first whole)."""
+
+    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
+        seen: dict[Any, int] = {}
+        for key_node, _ in node.value:
+            key = self.construct_object(key_node, deep=deep)
+            line = key_node.start_mark.line + 1
+            if key in seen:
+                raise ConfigError(f"config: key {key!r} given twice (lines {seen[key]} and {line}); keep one")
+            seen[key] = line
+        return super().construct_mapping(node, deep=deep)
+
+
 def load_config(
     path: str | Path, overrides: dict[str, Any] | None = None, allow_paths: Sequence[str | Path] = ()
 ) -> SweepConfig:
@@ -414,7 +429,7 @@ def load_config(
     """
     path = Path(path)
     try:
-        raw = yaml.safe_load(path.read_text(encoding="utf-8"))
+        raw = yaml.load(path.read_text(encoding="utf-8"), Loader=_UniqueKeyLoader)
     except FileNotFoundError:
         raise ConfigError(f"config: no such file: {path}") from None
     except (OSError, UnicodeDecodeError) as exc:

@@ -174,6 +174,11 @@ def test_missing_required_key() -> None:
         ("name: [unclosed", "is not valid YAML at line 1"),
         ("- just\n- a list\n", "must be a YAML mapping"),
         ("name: x\nsearch_space: nowhere.yaml\n", "search_space: no search-space file 'nowhere.yaml'"),
+        (
+            "name: x\nstopping:\n  spare_best: true\nmax_epochs: 3\nstopping:\n  expected_gain: true\n",
+            r"^config: key 'stopping' given twice \(lines 2 and 5\); keep one$",
+        ),
+        ("name: x\nstopping: {window_epochs: 3, window_epochs: 4}\n", "key 'window_epochs' given twice"),
     ],
 )
 def test_bad_files(tmp_path, text, message) -> None:
