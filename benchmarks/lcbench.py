@@ -259,6 +259,7 @@ _FLAGS: dict[str, tuple[str, Any]] = {
     "R": ("value_transform", "rank"),
     "C": ("value_transform", "clip"),
     "X": ("expected", True),
+    "Q": ("sobol_start", True),
 }
 
 
@@ -286,6 +287,9 @@ def parse_variant(method: str) -> tuple[str, dict[str, Any]]:
     expected gain of the sweep's best to the last epoch per dollar, from the curve model learned
     on the trials that got there (``StoppingRule(expected=True)``, policy/curve_model.py), not by
     its pace over the last window.
+    ``Q`` (with ``G``): the GP's start-up trials at the first points of a scrambled Sobol
+    sequence (``scipy.stats.qmc.Sobol``, seeded; log dimensions in log space) in place of
+    random ones, enqueued in the study.
     ``w`` (costtune-hb-rel-tpe): the stopper waits for the scheduler's last rung
     (``first_stop_epoch`` = 25): where rungs still judge a trial, the stopper does not.
     ``L`` (TPE methods, Optuna peers too): ``TPESampler(constant_liar=True)``, which Optuna
@@ -372,6 +376,7 @@ def run_tpe_loop(
     n_startup: int = 10,
     cost_exponent: float = 0.0,
     value_transform: str | None = None,
+    sobol_start: bool = False,
 ) -> Trace:
     """A costtune policy on the simulator with Optuna's TPE asked and told in the loop.
 
@@ -393,6 +398,17 @@ def run_tpe_loop(
         if gp
         else optuna.samplers.TPESampler(seed=seed, multivariate=multivariate, constant_liar=constant_liar),
     )
+    if sobol_start:  # the start-up trials at scrambled Sobol points in place of random ones
+        from scipy.stats import qmc
+
+        for row in qmc.Sobol(len(SPACE), scramble=True, seed=seed).random(n_startup):
+            point = {}
+            for u, (name, m) in zip(row, SPACE.items(), strict=True):
+                lo, hi = (math.log(m.low), math.log(m.high)) if m.kind.startswith("log") else (m.low, m.high)
+                x = lo + float(u) * (hi - lo)
+                x = math.exp(x) if m.kind.startswith("log") else x
+                point[name] = min(max(round(x), int(m.low)), int(m.high)) if m.kind.endswith("int") else x
+            study.enqueue_trial(point)
     asked: dict[str, optuna.Trial] = {}
     from costtune.policy.epoch_cost import EpochCostModel
 
@@ -667,6 +683,7 @@ def run_method(task: Task, seed: int, method: str) -> Trace:
         "tell_predicted": bool(kwargs.pop("tell_predicted", False)),
         "cost_exponent": float(kwargs.pop("cost_exponent", 0.0)),
         "value_transform": kwargs.pop("value_transform", None),
+        "sobol_start": bool(kwargs.pop("sobol_start", False)),
     }
     if base == "grid":
         return task.grid_trace

@@ -70,6 +70,18 @@ def test_lcbench_table_pairs_runs_by_task_and_seed() -> None:
         "costtune-hb-rel-tpe",
         {"gp": True, "spare_best": True, "tell_predicted": True, "relative_roi": 0.3, "n_startup": 5},
     )
+    assert parse_variant("costtune-hb-rel-tpe:r0.03sGCW10XQ") == (
+        "costtune-hb-rel-tpe",
+        {
+            "gp": True,
+            "spare_best": True,
+            "value_transform": "clip",
+            "expected": True,
+            "sobol_start": True,
+            "relative_roi": 0.03,
+            "warmup_trials": 10,
+        },
+    )
     inf = math.inf
 
     def row(method, task, seed, usd):
