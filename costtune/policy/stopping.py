@@ -161,6 +161,10 @@ class MarginalRoiStopping:
         self._references: list[list[float]] = []
         self._referenced: set[str] = set()
 
+    def __setstate__(self, state: dict[str, object]) -> None:
+        # a stopper pickled before the curve model (an older run, resumed) has no references
+        self.__dict__.update({"_references": [], "_referenced": set(), **state})
+
     @property
     def sweep_rate(self) -> float:
         """What a dollar of the sweep has bought: (baseline − best) ÷ dollars (0 before any gain)."""
@@ -221,7 +225,7 @@ class MarginalRoiStopping:
             and gained * self.business_value_usd / dollars < rule.min_marginal_roi
         )
         rate = self.sweep_rate
-        if rule.expected:
+        if getattr(rule, "expected", False):  # a rule pickled before the field: off
             return StopReason.MARGINAL_ROI if slope_low or roi_low or self._expected_low(c, rate) else None
         relative_low = (
             rule.min_relative_roi is not None
