@@ -33,6 +33,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from costtune.errors import ConfigError
+from costtune.policy.curve_model import outlook_multiple
 from costtune.policy.decisions import StopReason
 
 
@@ -67,7 +68,7 @@ def outlook(smooth: Sequence[float], max_epochs: int, optimism: float = 1.0) -> 
     drop = max(half - now, 0.0)
     if math.isinf(drop) or math.isnan(drop):
         return -math.inf  # no finite history yet: anything is possible
-    return now - optimism * drop * math.log2(max_epochs / t) / math.log2(t / (t // 2))
+    return now - optimism * drop * outlook_multiple(t, max_epochs)
 
 
 @dataclass(frozen=True, slots=True)
