@@ -36,14 +36,19 @@ def build_search_space(space: Mapping[str, ParamSpec], grid: bool = False) -> di
 
 
 def gp_sampler(
-    seed: int, n_startup_trials: int = 10, cost_exponent: float = 0.0, value_transform: str | None = None
+    seed: int,
+    n_startup_trials: int = 10,
+    cost_exponent: float = 0.0,
+    value_transform: str | None = None,
+    fast_from: int | None = None,
 ) -> Any:
     """Optuna's ``GPSampler``, asked the same and answering the same, without its per-ask
     ``torch.device("cpu")`` mode where torch's default device is the CPU already
     (:class:`costtune.gp.CpuGPSampler`)."""
-    from costtune.gp import CpuGPSampler
+    from costtune.gp import FAST_ASK_FROM, CpuGPSampler
 
     return CpuGPSampler(
+        fast_from=FAST_ASK_FROM if fast_from is None else fast_from,
         seed=seed,
         n_startup_trials=n_startup_trials,
         cost_exponent=cost_exponent,

@@ -122,8 +122,8 @@ def test_the_gp_searcher_survives_tunes_pickling() -> None:
 
 def test_gp_sampler_past_many_trials_refits_its_kernel_only_as_the_trials_grow() -> None:
     """Past REFIT_EVERY_ASK_UNTIL completed trials an ask keeps the last fit's kernel
-    hyperparameters (conditioned on every trial) until the trials have grown by
-    REFIT_GROWTH: the O(n³) optimisation that made an ask take seconds at 1,000 trials."""
+    hyperparameters until the trials have grown by REFIT_GROWTH: the O(n³) optimisation that
+    made an ask take seconds at 1,000 trials."""
     import random
 
     import optuna._gp.gp as gp_internals
@@ -171,7 +171,8 @@ def test_gp_sampler_past_many_trials_refits_its_kernel_only_as_the_trials_grow()
             ask()
         assert len(fits) == 2
         assert bool((study.sampler._gprs_cache_list[0].inverse_squared_lengthscales == kept).all())
-        assert len(study.sampler._gprs_cache_list[0]._y_train) == len(study.trials) - 1  # every trial
+        # past the threshold the process sees a subset (the fast path), refitted on the same rule
+        assert len(study.sampler._gprs_cache_list[0]._y_train) == gp.FAST_SUBSET
         add(20)  # 226 completed: grown by more than 10% since 200
         ask()
         assert len(fits) == 3
@@ -276,3 +277,120 @@ def test_gp_sampler_on_ranks_suggests_the_same_for_any_increasing_transform_of_t
 def test_a_sweeps_gp_searcher_clips_the_bad_tail_unless_told_not_to(setting, transform) -> None:
     searcher = make_searcher(SearcherConfig(type="gp", **setting), "val_loss", "min", seed=0)
     assert searcher._sampler._value_transform == transform
+
+
+def _study_with_told_trials(n: int, seed: int = 0, **sampler_kwargs) -> tuple[optuna.Study, dict, object]:
+    """A GP study with n random trials told: a log float, a log int, an int, a categorical."""
+    import random
+
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    dists = {
+        "lr": optuna.distributions.FloatDistribution(1e-4, 1.0, log=True),
+        "units": optuna.distributions.IntDistribution(16, 512, log=True),
+        "layers": optuna.distributions.IntDistribution(1, 5),
+        "act": optuna.distributions.CategoricalDistribution(["relu", "gelu", "tanh"]),
+    }
+
+    def loss(p: dict) -> float:
+        return (
+            (np.log10(p["lr"]) + 2) ** 2
+            + 0.1 * abs(p["layers"] - 3)
+            + abs(np.log2(p["units"] / 128)) / 4
+            + (0.5 if p["act"] == "tanh" else 0.0)
+        )
+
+    study = optuna.create_study(sampler=gp_sampler(seed, **sampler_kwargs))
+    rng = random.Random(seed)
+    for _ in range(n):
+        params = {
+            "lr": 10 ** rng.uniform(-4, 0),
+            "units": round(2 ** rng.uniform(4, 9)),
+            "layers": rng.randint(1, 5),
+            "act": rng.choice(["relu", "gelu", "tanh"]),
+        }
+        study.add_trial(optuna.trial.create_trial(params=params, distributions=dists, value=loss(params)))
+    return study, dists, loss
+
+
+def test_the_lean_log_ei_is_optunas_log_ei() -> None:
+    """The fast path's NumPy acquisition (one triangular solve, distances as a matrix product)
+    gives Optuna's LogEI values on a fitted process, categorical dimension included."""
+    from costtune import gp
+
+    study, dists, _ = _study_with_told_trials(60)
+    captured = {}
+    original = gp.fast_optimize
+
+    def capture(acqf, best_params, rng, **kwargs):  # type: ignore[no-untyped-def]
+        captured["acqf"] = acqf
+        return original(acqf, best_params, rng, **kwargs)
+
+    gp.fast_optimize = capture  # type: ignore[assignment]
+    try:
+        study.sampler._fast_from = 0
+        study.ask(dists)
+    finally:
+        gp.fast_optimize = original  # type: ignore[assignment]
+    acqf = captured["acqf"]
+    lean = gp._lean_logei(acqf)
+    assert lean is not None
+    X = np.random.RandomState(1).random_sample((300, 4))
+    X[:, 3] = np.floor(X[:, 3] * 3)  # the categorical's indices
+    X[:5] = acqf._gpr._X_train.numpy()[:5]  # at trained points too, where the distance is 0
+    ours, theirs = lean(X), acqf.eval_acqf_no_grad(X)
+    assert np.allclose(ours, theirs, rtol=1e-6, atol=1e-6)
+    assert np.argmax(ours) == np.argmax(theirs)
+
+
+def test_past_many_trials_the_gp_asks_fast_on_a_subset_and_still_proposes_well() -> None:
+    """Past FAST_ASK_FROM completed trials the process sees FAST_SUBSET of them (the best
+    half, the incumbent first among them, and a seeded draw of the rest) and the acquisition is
+    searched over a few hundred candidates. Its proposals are valid values of every
+    distribution, the same for the same seed, and far better than random ones."""
+    from costtune import gp
+
+    def proposals(seed: int) -> tuple[list[dict], list[float]]:
+        study, dists, loss = _study_with_told_trials(gp.FAST_ASK_FROM + 50, seed=seed)
+        asked, values, seen = [], [], set()
+        for _ in range(12):
+            trial = study.ask(dists)
+            asked.append(trial.params)
+            values.append(loss(trial.params))
+            study.tell(trial, values[-1])
+            seen.add(len(study.sampler._gprs_cache_list[0]._y_train))
+        assert seen == {gp.FAST_SUBSET}
+        return asked, values
+
+    asked, values = proposals(0)
+    assert asked == proposals(0)[0]  # seeded: the same proposals
+    assert asked != proposals(1)[0]
+    for p in asked:
+        assert 1e-4 <= p["lr"] <= 1.0 and 16 <= p["units"] <= 512 and 1 <= p["layers"] <= 5
+        assert isinstance(p["units"], int) and isinstance(p["layers"], int)
+        assert p["act"] in ("relu", "gelu", "tanh")
+    study, _, _ = _study_with_told_trials(gp.FAST_ASK_FROM + 50, seed=0)
+    randoms = sorted(t.value for t in study.trials)
+    assert sorted(values)[len(values) // 2] < randoms[len(randoms) // 10]  # better than 90% of random
+
+
+def test_the_fast_paths_subset_keeps_the_best_trials() -> None:
+    from costtune import gp
+
+    study, _, _ = _study_with_told_trials(gp.FAST_SUBSET * 3, seed=2)
+    completed = study.trials
+    kept = study.sampler._subset(study, completed)
+    assert len(kept) == gp.FAST_SUBSET
+    assert [t.number for t in kept] == sorted(t.number for t in kept)  # in trial order
+    by_value = sorted(completed, key=lambda t: t.value)
+    assert {t.number for t in by_value[: gp.FAST_SUBSET // 2]} <= {t.number for t in kept}
+    assert study.sampler._subset(study, completed[:50]) == completed[:50]  # few: all of them
+
+
+def test_the_lean_standard_log_ei_is_optunas_in_both_branches() -> None:
+    import optuna._gp.acqf as acqf
+    import torch
+
+    from costtune.gp import _standard_logei
+
+    z = np.concatenate([np.linspace(-60.0, -25.5, 40), np.linspace(-25.0, 8.0, 200)])
+    assert np.allclose(_standard_logei(z.copy()), acqf.standard_logei(torch.from_numpy(z)).numpy(), rtol=1e-9)
