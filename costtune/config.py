@@ -113,6 +113,10 @@ class ParamSpec(_Strict):
         return self
 
 
+#: costtune.gp.FAST_ASK_FROM, written here so that reading a config imports no torch
+FAST_ASK_FROM_DEFAULT = 200
+
+
 class SearcherConfig(_Strict):
     type: Literal["gp", "optuna", "hyperopt", "random", "grid"] = "gp"
     n_startup_trials: int | None = Field(
@@ -124,14 +128,25 @@ class SearcherConfig(_Strict):
         "raised to the Tukey fence (a diverged trial cannot flatten the rest), rank: only their order "
         "counts, none: Optuna's standardisation alone",
     )
+    fast_ask_from: int = Field(
+        FAST_ASK_FROM_DEFAULT,
+        ge=0,
+        description="gp only: past this many completed trials an ask takes milliseconds: the process "
+        "sees 128 of the trials (the best 64 and a seeded draw of the rest) and its acquisition is "
+        "searched over 320 candidates; up to it every ask is Optuna's own",
+    )
 
     @model_validator(mode="after")
     def _transform_needs_gp(self) -> SearcherConfig:
-        # "clip" (the default) with another searcher means nothing and is let through: a run's
-        # saved config holds every field, and a resume reads it back
+        # the defaults with another searcher mean nothing and are let through: a run's saved
+        # config holds every field, and a resume reads it back
         if self.value_transform != "clip" and self.type != "gp":
             raise ValueError(
                 f"searcher.value_transform: only the gp searcher warps its values, got type {self.type}"
+            )
+        if self.fast_ask_from != FAST_ASK_FROM_DEFAULT and self.type != "gp":
+            raise ValueError(
+                f"searcher.fast_ask_from: only the gp searcher has a fast ask, got type {self.type}"
             )
         return self
 

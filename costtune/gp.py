@@ -260,27 +260,34 @@ def _blas() -> Any:
 
 
 class CpuGPSampler(optuna.samplers.GPSampler):
-    """``GPSampler``, minus two costs of each ask that buy nothing here.
+    """``GPSampler``, minus the costs of each ask that buy nothing here.
 
     - The ``torch.device("cpu")`` context Optuna 5 enters at every ask (for users who set CUDA
       as torch's default device), where the default device is the CPU. That context is a
       torch function mode: its Python hook runs on each of the ~10^6 small tensor operations
       of one acquisition search, a third of a benchmark run's time.
     - Past :data:`REFIT_EVERY_ASK_UNTIL` completed trials, the refit of the kernel's
-      hyperparameters at every ask: an L-BFGS over the marginal likelihood of all n trials,
-      O(n³) per step and 85% of an ask at 1,000 trials. It is refitted once the trials have
-      grown by :data:`REFIT_GROWTH` since the last fit (warm-started there, as Optuna does);
-      every ask still conditions the process on every trial.
+      hyperparameters at every ask: an L-BFGS over the marginal likelihood, O(n³) per step. It
+      is refitted once the trials have grown by :data:`REFIT_GROWTH` since the last fit
+      (warm-started there, as Optuna does).
+    - Past ``fast_from`` completed trials (:data:`FAST_ASK_FROM` by default), the fast ask: the
+      process is conditioned on :data:`FAST_SUBSET` of the trials (:meth:`_subset`), and the
+      acquisition is searched over a few hundred candidates (:func:`fast_optimize`, with
+      Optuna's LogEI computed in NumPy by :func:`_lean_logei`) instead of Optuna's L-BFGS from
+      many starts. An ask at 1,000 trials takes about 5 ms instead of 0.85 s
+      (``benchmarks/overhead.py --searchers``; RESULTS, stop 23). ``fast_from=0`` takes it
+      from the first model-driven ask (lcbench variant ``K``).
 
-    Up to that many trials the suggestions are Optuna's, trial for trial
+    Up to those thresholds the suggestions are Optuna's, trial for trial
     (``tests/test_search.py`` checks them against Optuna's own sampler), so every benchmark
     figure of the default searcher holds. A module-level class, so that Ray Tune can pickle
     the searcher.
 
-    It also runs each ask on one torch thread and one BLAS thread. The matrices are small (one row per trial),
-    and where the trials keep every core busy, torch's default of a thread per core made one
-    ask at 100 trials take 10 s instead of 0.4 s on the 2-core machine
-    (``benchmarks/overhead.py --searchers``; RESULTS, stop 18).
+    It also runs each ask on one torch thread and one BLAS thread. The matrices are small (one
+    row per trial), and where the trials keep every core busy, torch's default of a thread per
+    core made one ask at 100 trials take 10 s instead of 0.4 s on the 2-core machine
+    (``benchmarks/overhead.py --searchers``; RESULTS, stop 18); OpenBLAS's threads made the
+    fast ask's small triangular solves about 5x slower.
     """
 
     def __init__(

@@ -78,6 +78,7 @@ def make_searcher(
             seed,
             n_startup_trials=config.n_startup_trials or 10,
             value_transform=None if config.value_transform == "none" else config.value_transform,
+            fast_from=config.fast_ask_from,
         )
         return OptunaSearch(metric=metric, mode=mode, sampler=gp)
     if config.type == "optuna":

@@ -39,6 +39,9 @@ def test_defaults_are_the_documented_ones() -> None:
     assert config.cost.accelerator == "A100" and config.cost.cost_model().prices["A100"] == 2.50
     assert config.searcher.type == "gp" and config.searcher.n_startup_trials is None  # 10 start-up trials
     assert config.searcher.value_transform == "clip"
+    from costtune import gp
+
+    assert config.searcher.fast_ask_from == gp.FAST_ASK_FROM  # the sampler's, kept in one value
     # a saved config holds every field: the default read back beside another searcher is fine
     assert SearcherConfig(type="optuna", value_transform="clip").type == "optuna"
 
@@ -60,6 +63,14 @@ def test_defaults_are_the_documented_ones() -> None:
         (
             {"searcher": {"type": "optuna", "value_transform": "rank"}},
             "searcher.value_transform: only the gp searcher warps its values, got type optuna",
+        ),
+        (
+            {"searcher": {"type": "gp", "fast_ask_from": -1}},
+            "searcher.fast_ask_from: input should be greater than or equal to 0, got -1",
+        ),
+        (
+            {"searcher": {"type": "hyperopt", "fast_ask_from": 0}},
+            "searcher.fast_ask_from: only the gp searcher has a fast ask, got type hyperopt",
         ),
         ({"max_epochs": -3}, "max_epochs: input should be greater than or equal to 1, got -3"),
         ({"num_samples": "many"}, "num_samples: input should be a valid integer"),

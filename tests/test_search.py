@@ -394,3 +394,12 @@ def test_the_lean_standard_log_ei_is_optunas_in_both_branches() -> None:
 
     z = np.concatenate([np.linspace(-60.0, -25.5, 40), np.linspace(-25.0, 8.0, 200)])
     assert np.allclose(_standard_logei(z.copy()), acqf.standard_logei(torch.from_numpy(z)).numpy(), rtol=1e-9)
+
+
+def test_a_sweeps_gp_searcher_takes_the_fast_ask_from_where_the_config_says() -> None:
+    from costtune import gp
+
+    default = make_searcher(SearcherConfig(type="gp"), "val_loss", "min", seed=0)
+    assert default._sampler._fast_from == gp.FAST_ASK_FROM
+    early = make_searcher(SearcherConfig(type="gp", fast_ask_from=0), "val_loss", "min", seed=0)
+    assert early._sampler._fast_from == 0
