@@ -261,6 +261,7 @@ _FLAGS: dict[str, tuple[str, Any]] = {
     "X": ("expected", True),
     "Q": ("sobol_start", True),
     "K": ("fast_ask", True),
+    "P": ("predicted_rungs", True),
 }
 
 
@@ -294,6 +295,10 @@ def parse_variant(method: str) -> tuple[str, dict[str, Any]]:
     ``K`` (with ``G``): every model-driven ask takes the GP's fast path, which by default starts
     past 200 trials (``CpuGPSampler(fast_from=0)``: a subset of at most 128 trials, and the
     acquisition's best of 320 candidates in place of Optuna's L-BFGS search).
+    ``U<n>`` / ``N<n>`` (with ``K``): the fast ask's first round draws n uniform random
+    candidates / n steps around the best trial (``fast_optimize``; defaults 128 / 64).
+    ``P`` (TPE methods, a prototype): the rungs rank each trial by its predicted loss at the last
+    epoch (:class:`PredictedRungs`, the curve model of ``X`` on its curve so far).
     ``w`` (costtune-hb-rel-tpe): the stopper waits for the scheduler's last rung
     (``first_stop_epoch`` = 25): where rungs still judge a trial, the stopper does not.
     ``L`` (TPE methods, Optuna peers too): ``TPESampler(constant_liar=True)``, which Optuna
@@ -330,6 +335,9 @@ def parse_variant(method: str) -> tuple[str, dict[str, Any]]:
         kwargs["lookahead"] = int(value) or None
     for value in re.findall(r"i([0-9]+)", spec):
         kwargs["n_startup"] = int(value)
+    for letter, key in (("U", "n_random"), ("N", "n_local")):
+        for value in re.findall(letter + r"([0-9]+)", spec):
+            kwargs.setdefault("fast_search", {})[key] = int(value)
     for value in re.findall(r"E([0-9.]+)", spec):
         kwargs["cost_exponent"] = float(value)
     for value in re.findall(r"W([0-9]+)", spec):
@@ -382,6 +390,8 @@ def run_tpe_loop(
     value_transform: str | None = None,
     sobol_start: bool = False,
     fast_ask: bool = False,
+    fast_search: dict[str, int] | None = None,
+    predicted_rungs: bool = False,
 ) -> Trace:
     """A costtune policy on the simulator with Optuna's TPE asked and told in the loop.
 
@@ -403,6 +413,7 @@ def run_tpe_loop(
             cost_exponent=cost_exponent,
             value_transform=value_transform,
             fast_from=0 if fast_ask else None,
+            fast_search=fast_search,
         )
         if gp
         else optuna.samplers.TPESampler(seed=seed, multivariate=multivariate, constant_liar=constant_liar),
@@ -479,6 +490,8 @@ def run_tpe_loop(
 
     if oracle_rungs and policy is not None:
         policy = OracleRungs(policy, by_id)  # type: ignore[assignment]
+    if predicted_rungs and policy is not None:
+        policy = PredictedRungs(policy)  # type: ignore[assignment]
     return sim_trace(
         simulate(
             [],
@@ -507,6 +520,37 @@ class OracleRungs:
         return self._policy.on_result(
             config_id, epoch, float(self._curves[config_id].val_loss.min()), cost_usd
         )
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._policy, name)
+
+
+class PredictedRungs:
+    """A prototype: the policy sees each trial's predicted loss at the last epoch (the median
+    of ``curve_model.final_losses`` on its smoothed curve so far, the references the smoothed
+    curves of the trials that reached the last epoch), not its loss so far, so its rungs rank
+    by where the curve model says each curve ends. Nothing of the future is read. The stopper
+    and the searcher still see the real losses."""
+
+    def __init__(self, policy: AsyncHyperband, window: int = 5) -> None:
+        self._policy = policy
+        self._window = window
+        self._raw: dict[str, list[float]] = {}
+        self._smooth: dict[str, list[float]] = {}
+        self._references: list[list[float]] = []
+
+    def on_result(self, config_id: str, epoch: int, loss: float, cost_usd: float) -> Any:
+        from costtune.policy.curve_model import final_losses
+
+        raw = self._raw.setdefault(config_id, [])
+        raw.append(loss)
+        smooth = self._smooth.setdefault(config_id, [])
+        m = statistics.median(raw[-self._window :])
+        smooth.append(min(m, smooth[-1]) if smooth else m)
+        if len(smooth) == MAX_EPOCHS:
+            self._references.append(list(smooth))
+        finals = sorted(final_losses(smooth, self._references, MAX_EPOCHS))
+        return self._policy.on_result(config_id, epoch, finals[len(finals) // 2], cost_usd)
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._policy, name)
@@ -694,6 +738,8 @@ def run_method(task: Task, seed: int, method: str) -> Trace:
         "value_transform": kwargs.pop("value_transform", None),
         "sobol_start": bool(kwargs.pop("sobol_start", False)),
         "fast_ask": bool(kwargs.pop("fast_ask", False)),
+        "fast_search": kwargs.pop("fast_search", None),
+        "predicted_rungs": bool(kwargs.pop("predicted_rungs", False)),
     }
     if base == "grid":
         return task.grid_trace

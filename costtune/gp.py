@@ -296,10 +296,12 @@ class CpuGPSampler(optuna.samplers.GPSampler):
         cost_exponent: float = 0.0,
         value_transform: str | None = None,
         fast_from: int = FAST_ASK_FROM,
+        fast_search: dict[str, int] | None = None,
         **kwargs: Any,
     ) -> None:
         super().__init__(*args, **kwargs)
         self._fast_from = fast_from
+        self._fast_search = dict(fast_search or {})  # fast_optimize's counts, for benchmarks
         if value_transform is not None and value_transform not in VALUE_TRANSFORMS:
             raise _unknown_transform(value_transform)
         self._cost_exponent = cost_exponent
@@ -324,7 +326,7 @@ class CpuGPSampler(optuna.samplers.GPSampler):
             )
             acqf = _PerCost(acqf, cost_gpr, scale, alpha)
         if _FAST.get():
-            return fast_optimize(acqf, best_params, self._rng.rng)
+            return fast_optimize(acqf, best_params, self._rng.rng, **getattr(self, "_fast_search", {}))
         return super()._optimize_acqf(acqf, best_params)
 
     def sample_relative(self, study: Any, trial: Any, search_space: dict[str, Any]) -> dict[str, Any]:

@@ -148,6 +148,46 @@ def test_lcbench_oracle_rungs_rank_by_where_each_curve_ends() -> None:
     assert oracle.rungs[0][5]["late"].loss == 0.1  # reads through to the policy
 
 
+def test_lcbench_predicted_rungs_rank_by_the_curve_models_final_loss() -> None:
+    """The prototype P: the policy sees each trial's predicted last-epoch loss from its curve so
+    far (nothing of the future), so a trial still falling fast outranks a flat one a little
+    ahead of it now. Variants K / U / N reach the GP's fast ask."""
+    sys.path.insert(0, str(REPO / "benchmarks"))
+    from lcbench import PredictedRungs, parse_variant
+
+    from costtune.policy import AsyncHyperband, Decision
+
+    assert parse_variant("costtune-hb-rel-tpe:r0.3sGCW10KU32N224P") == (
+        "costtune-hb-rel-tpe",
+        {
+            "gp": True,
+            "spare_best": True,
+            "value_transform": "clip",
+            "fast_ask": True,
+            "predicted_rungs": True,
+            "relative_roi": 0.3,
+            "fast_search": {"n_random": 32, "n_local": 224},
+            "warmup_trials": 10,
+        },
+    )
+    flat = [0.50, 0.49, 0.48, 0.48, 0.48]  # ahead at epoch 5, barely moving
+    steep = [0.90, 0.80, 0.70, 0.60, 0.50 + 1e-3]  # just behind, falling 0.1 an epoch
+    results = {}
+    for name, policy in (("plain", AsyncHyperband(52)), ("predicted", PredictedRungs(AsyncHyperband(52)))):
+        for trial_id, curve in (
+            ("flat0", flat),
+            ("flat1", flat),
+            ("flat2", flat),
+            ("flat3", flat),
+            ("steep", steep),
+        ):
+            policy.on_add(trial_id)
+            for epoch, loss in enumerate(curve, start=1):
+                decision = policy.on_result(trial_id, epoch, loss, float(epoch))
+        results[name] = decision
+    assert results == {"plain": Decision.STOP, "predicted": Decision.CONTINUE}
+
+
 SHARED_LCBENCH = REPO.parent / "shared" / "benchmarks" / "yahpo_lcbench"
 
 
