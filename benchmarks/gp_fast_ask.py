@@ -10,7 +10,8 @@ acquisition search throughout (``fast_from`` beyond reach). So the two differ on
 they ask past the fork.
 
 Prints, per run and over all runs: each side's best loss at the end, the median loss of the
-configurations it proposed after the fork, how far it is above the
+configurations it proposed after the fork, how many of those repeat a configuration already
+tried (fast / Optuna), how far it is above the
 best loss known on the task (2,000 random configurations and the grid), the paired sign test
 on the final best, and each side's median seconds per ask after the fork, measured side by
 side in the same run.
@@ -68,6 +69,10 @@ def run(task: str, seed: int, fork_at: int, trials: int) -> dict[str, float]:
         proposed = [_tell_one(copied, task, took) for _ in range(trials - fork_at)]
         out[name] = min(t.value for t in copied.trials)
         out[f"{name}_median"] = statistics.median(proposed)
+        after = copied.trials[fork_at:]
+        out[f"{name}_repeats"] = sum(  # proposals that repeat a configuration already tried
+            any(t.params == u.params for u in copied.trials[: fork_at + i]) for i, t in enumerate(after)
+        )
         out[f"{name}_s"] = statistics.median(took)
     out["at_fork"] = min(t.value for t in study.trials)
     return out
@@ -90,7 +95,7 @@ def main() -> None:
     tasks = named.get(args.tasks) or args.tasks.split(",")
     print(f"fork at {args.fork_at} trials, {args.trials} in all; loss = the best validation loss of a curve")
     head = f"{'task':>8}{'seed':>5}{'at fork':>10}{'fast':>10}{'optuna':>10}"
-    print(f"{head}{'fast med':>10}{'optuna med':>12}{'fast s/ask':>12}{'optuna s/ask':>14}")
+    print(f"{head}{'fast med':>10}{'optuna med':>12}{'repeats':>9}{'fast s/ask':>12}{'optuna s/ask':>14}")
     gaps: dict[str, list[float]] = {"fast": [], "optuna": []}
     seconds: dict[str, list[float]] = {"fast": [], "optuna": []}
     wins = losses = closer = 0
@@ -100,7 +105,8 @@ def main() -> None:
             r = run(task, seed, args.fork_at, args.trials)
             print(
                 f"{task:>8}{seed:>5}{r['at_fork']:>10.4f}{r['fast']:>10.4f}{r['optuna']:>10.4f}"
-                f"{r['fast_median']:>10.4f}{r['optuna_median']:>12.4f}{r['fast_s']:>12.4f}{r['optuna_s']:>14.4f}"
+                f"{r['fast_median']:>10.4f}{r['optuna_median']:>12.4f}"
+                f"{int(r['fast_repeats']):>4}/{int(r['optuna_repeats']):<4}{r['fast_s']:>12.4f}{r['optuna_s']:>14.4f}"
             )
             for name in gaps:
                 gaps[name].append(max(r[name] - best_known, 1e-9) / max(abs(best_known), 1e-9))
