@@ -342,6 +342,58 @@ def test_the_lean_log_ei_is_optunas_log_ei() -> None:
     assert np.argmax(ours) == np.argmax(theirs)
 
 
+def test_the_fast_ask_with_running_trials_believes_them_and_spreads_out() -> None:
+    """With trials running (asynchronous workers), the fast ask replaces Optuna's q-batch LogEI
+    by a LogEI on a process that believes each running trial comes out at its posterior mean:
+    the lean NumPy acquisition is that LogEI's, a running trial's point is worth less than it
+    would be without it, and eight asks in a row, none told, propose eight distinct points."""
+    import optuna._gp.acqf as acqf_module
+
+    from costtune import gp
+
+    study, dists, _ = _study_with_told_trials(60)
+    study.sampler._fast_from = 0
+    captured: list = []
+    original = gp.fast_optimize
+
+    def capture(acqf, best_params, rng, **kwargs):  # type: ignore[no-untyped-def]
+        captured.append(acqf)
+        return original(acqf, best_params, rng, **kwargs)
+
+    gp.fast_optimize = capture  # type: ignore[assignment]
+    try:
+        running = [study.ask(dists) for _ in range(8)]
+    finally:
+        gp.fast_optimize = original  # type: ignore[assignment]
+    points = [tuple(sorted(t.params.items())) for t in running]
+    assert len(set(points)) == 8
+    assert type(captured[0]) is acqf_module.LogEI and captured[0]._gpr._X_all.shape[0] == 60
+    believer = captured[-1]  # asked with 7 running
+    assert type(believer) is acqf_module.LogEI and believer._gpr._X_all.shape[0] == 67
+    lean = gp._lean_logei(believer)
+    assert lean is not None
+    X = np.random.RandomState(3).random_sample((200, 4))
+    X[:, 3] = np.floor(X[:, 3] * 3)
+    at_running = believer._gpr._X_all.numpy()[60:]
+    X[:7] = at_running
+    assert np.allclose(lean(X), believer.eval_acqf_no_grad(X), rtol=1e-6, atol=1e-6)
+    # the same process and hyperparameters without the running trials, the bar at the best told
+    base = believer._gpr
+    fresh = base.__class__(
+        is_categorical=base._is_categorical,
+        X_train=base._X_train,
+        y_train=base._y_train.squeeze(-1),
+        inverse_squared_lengthscales=base.inverse_squared_lengthscales,
+        kernel_scale=base.kernel_scale,
+        noise_var=base.noise_var,
+    )
+    fresh._cache_matrix()
+    without = acqf_module.LogEI(fresh, believer.search_space, float(base._y_train.max()))
+    lean_without = gp._lean_logei(without)
+    assert lean_without is not None
+    assert (lean(at_running) < lean_without(at_running) - 1e-3).all()
+
+
 def test_past_many_trials_the_gp_asks_fast_on_a_subset_and_still_proposes_well() -> None:
     """Past FAST_ASK_FROM completed trials the process sees FAST_SUBSET of them (the best
     half, the incumbent first among them, and a seeded draw of the rest) and the acquisition is
