@@ -262,6 +262,7 @@ _FLAGS: dict[str, tuple[str, Any]] = {
     "Q": ("sobol_start", True),
     "K": ("fast_ask", True),
     "P": ("predicted_rungs", True),
+    "B": ("believer", False),
 }
 
 
@@ -297,6 +298,8 @@ def parse_variant(method: str) -> tuple[str, dict[str, Any]]:
     acquisition's best of 320 candidates in place of Optuna's L-BFGS search).
     ``U<n>`` / ``N<n>`` (with ``K``): the fast ask's first round draws n uniform random
     candidates / n steps around the best trial (``fast_optimize``; defaults 128 / 64).
+    ``B`` (with ``K``): with trials running, the fast ask searches Optuna's q-batch LogEI in
+    place of the kriging believer's LogEI (``CpuGPSampler(believer=False)``).
     ``P`` (TPE methods, a prototype): the rungs rank each trial by its predicted loss at the last
     epoch (:class:`PredictedRungs`, the curve model of ``X`` on its curve so far).
     ``w`` (costtune-hb-rel-tpe): the stopper waits for the scheduler's last rung
@@ -392,6 +395,7 @@ def run_tpe_loop(
     fast_ask: bool = False,
     fast_search: dict[str, int] | None = None,
     predicted_rungs: bool = False,
+    believer: bool = True,
 ) -> Trace:
     """A costtune policy on the simulator with Optuna's TPE asked and told in the loop.
 
@@ -414,6 +418,7 @@ def run_tpe_loop(
             value_transform=value_transform,
             fast_from=0 if fast_ask else None,
             fast_search=fast_search,
+            believer=believer,
         )
         if gp
         else optuna.samplers.TPESampler(seed=seed, multivariate=multivariate, constant_liar=constant_liar),
@@ -740,6 +745,7 @@ def run_method(task: Task, seed: int, method: str) -> Trace:
         "fast_ask": bool(kwargs.pop("fast_ask", False)),
         "fast_search": kwargs.pop("fast_search", None),
         "predicted_rungs": bool(kwargs.pop("predicted_rungs", False)),
+        "believer": bool(kwargs.pop("believer", True)),
     }
     if base == "grid":
         return task.grid_trace

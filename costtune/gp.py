@@ -330,10 +330,12 @@ class CpuGPSampler(optuna.samplers.GPSampler):
         value_transform: str | None = None,
         fast_from: int = FAST_ASK_FROM,
         fast_search: dict[str, int] | None = None,
+        believer: bool = True,
         **kwargs: Any,
     ) -> None:
         super().__init__(*args, **kwargs)
         self._fast_from = fast_from
+        self._believer = believer  # False: the fast ask searches Optuna's q-batch LogEI (benchmarks)
         self._fast_search = dict(fast_search or {})  # fast_optimize's counts, for benchmarks
         if value_transform is not None and value_transform not in VALUE_TRANSFORMS:
             raise _unknown_transform(value_transform)
@@ -359,7 +361,8 @@ class CpuGPSampler(optuna.samplers.GPSampler):
             )
             acqf = _PerCost(acqf, cost_gpr, scale, alpha)
         if _FAST.get():
-            acqf = _believer(acqf) or acqf
+            if getattr(self, "_believer", True):  # absent in an older pickle
+                acqf = _believer(acqf) or acqf
             return fast_optimize(acqf, best_params, self._rng.rng, **getattr(self, "_fast_search", {}))
         return super()._optimize_acqf(acqf, best_params)
 

@@ -42,6 +42,7 @@ def gp_sampler(
     value_transform: str | None = None,
     fast_from: int | None = None,
     fast_search: dict[str, int] | None = None,
+    believer: bool = True,
 ) -> Any:
     """Optuna's ``GPSampler``, asked the same and answering the same, without its per-ask
     ``torch.device("cpu")`` mode where torch's default device is the CPU already
@@ -51,6 +52,7 @@ def gp_sampler(
     return CpuGPSampler(
         fast_from=FAST_ASK_FROM if fast_from is None else fast_from,
         fast_search=fast_search,
+        believer=believer,
         seed=seed,
         n_startup_trials=n_startup_trials,
         cost_exponent=cost_exponent,

@@ -170,6 +170,7 @@ def test_lcbench_predicted_rungs_rank_by_the_curve_models_final_loss() -> None:
             "warmup_trials": 10,
         },
     )
+    assert parse_variant("costtune-hb-rel-tpe:r0.3sGCW10KB")[1]["believer"] is False
     flat = [0.50, 0.49, 0.48, 0.48, 0.48]  # ahead at epoch 5, barely moving
     steep = [0.90, 0.80, 0.70, 0.60, 0.50 + 1e-3]  # just behind, falling 0.1 an epoch
     results = {}

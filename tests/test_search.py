@@ -393,6 +393,17 @@ def test_the_fast_ask_with_running_trials_believes_them_and_spreads_out() -> Non
     assert lean_without is not None
     assert (lean(at_running) < lean_without(at_running) - 1e-3).all()
 
+    study, dists, _ = _study_with_told_trials(60, believer=False)  # the benchmarks' B: Optuna's q-batch
+    study.sampler._fast_from = 0
+    captured.clear()
+    gp.fast_optimize = capture  # type: ignore[assignment]
+    try:
+        for _ in range(3):
+            study.ask(dists)
+    finally:
+        gp.fast_optimize = original  # type: ignore[assignment]
+    assert [type(a) for a in captured] == [acqf_module.LogEI, acqf_module.qLogEI, acqf_module.qLogEI]
+
 
 def test_past_many_trials_the_gp_asks_fast_on_a_subset_and_still_proposes_well() -> None:
     """Past FAST_ASK_FROM completed trials the process sees FAST_SUBSET of them (the best
