@@ -233,21 +233,10 @@ def _lean_logei(acqf: Any) -> Callable[[np.ndarray], np.ndarray] | None:
     return evaluate
 
 
-def _believer(acqf: Any) -> Any:
-    """Optuna's q-batch LogEI over the running trials (``qLogEI``: 128 joint posterior samples
-    per candidate, about 16 ms an ask at 1,000 trials with 7 running) as a plain LogEI on a
-    process that believes each running trial will come out at its posterior mean (the kriging
-    believer, Ginsbourger et al. 2010): the mean stays, the variance near a running trial
-    collapses and the best believed outcome raises the bar, so parallel asks still spread out,
-    and the lean NumPy LogEI applies. For the
-    fast ask only; None where the acquisition is another."""
-    if type(acqf) is not _acqf.qLogEI or np.isneginf(acqf._threshold):
-        return None
-    cond = acqf._cond_gpr
-    base, running = cond._gpr, cond._X_running
-    if base._cov_Y_Y_chol is None or base._X_all.shape[0] != base._X_train.shape[0]:
-        return None
-    gpr = _gp.GPRegressor(
+def copy_process(base: Any) -> Any:
+    """A new ``GPRegressor`` on ``base``'s completed trials with its kernel's hyperparameters,
+    its matrices not yet factorised (running trials left out)."""
+    return _gp.GPRegressor(
         is_categorical=base._is_categorical,
         X_train=base._X_train,
         y_train=base._y_train.squeeze(-1),
@@ -255,6 +244,23 @@ def _believer(acqf: Any) -> Any:
         kernel_scale=base.kernel_scale,
         noise_var=base.noise_var,
     )
+
+
+def _believer(acqf: Any) -> Any:
+    """Optuna's q-batch LogEI over the running trials (``qLogEI``: 128 joint posterior samples
+    per candidate, about 16 ms an ask at 1,000 trials with 7 running) as a plain LogEI on a
+    process that believes each running trial will come out at its posterior mean (the kriging
+    believer, Ginsbourger et al. 2010): the mean stays, the variance near a running trial
+    collapses and the best believed outcome raises the bar, so parallel asks still spread out,
+    and the lean NumPy LogEI applies. For the fast ask only; None where the acquisition is
+    another."""
+    if type(acqf) is not _acqf.qLogEI or np.isneginf(acqf._threshold):
+        return None
+    cond = acqf._cond_gpr
+    base, running = cond._gpr, cond._X_running
+    if base._cov_Y_Y_chol is None or base._X_all.shape[0] != base._X_train.shape[0]:
+        return None
+    gpr = copy_process(base)
     gpr._cov_Y_Y_chol, gpr._cov_Y_Y_inv_Y = base._cov_Y_Y_chol, base._cov_Y_Y_inv_Y  # no refactorisation
     with torch.no_grad():
         believed, _ = gpr.posterior(running)

@@ -379,14 +379,7 @@ def test_the_fast_ask_with_running_trials_believes_them_and_spreads_out() -> Non
     assert np.allclose(lean(X), believer.eval_acqf_no_grad(X), rtol=1e-6, atol=1e-6)
     # the same process and hyperparameters without the running trials, the bar at the best told
     base = believer._gpr
-    fresh = base.__class__(
-        is_categorical=base._is_categorical,
-        X_train=base._X_train,
-        y_train=base._y_train.squeeze(-1),
-        inverse_squared_lengthscales=base.inverse_squared_lengthscales,
-        kernel_scale=base.kernel_scale,
-        noise_var=base.noise_var,
-    )
+    fresh = gp.copy_process(base)
     fresh._cache_matrix()
     without = acqf_module.LogEI(fresh, believer.search_space, float(base._y_train.max()))
     lean_without = gp._lean_logei(without)
