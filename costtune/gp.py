@@ -248,7 +248,8 @@ def copy_process(base: Any) -> Any:
 
 def _believer(acqf: Any) -> Any:
     """Optuna's q-batch LogEI over the running trials (``qLogEI``: 128 joint posterior samples
-    per candidate, about 16 ms an ask at 1,000 trials with 7 running) as a plain LogEI on a
+    per candidate: 24 ms an ask at 1,000 trials with 7 running, against 7.6 ms with none, on a
+    loaded machine; RESULTS, stop 23) as a plain LogEI on a
     process that believes each running trial will come out at its posterior mean (the kriging
     believer, Ginsbourger et al. 2010): the mean stays, the variance near a running trial
     collapses and the best believed outcome raises the bar, so parallel asks still spread out,
@@ -313,8 +314,8 @@ class CpuGPSampler(optuna.samplers.GPSampler):
       Optuna's LogEI computed in NumPy by :func:`_lean_logei`) instead of Optuna's L-BFGS from
       many starts. With trials running, Optuna's q-batch LogEI gives way to the kriging
       believer (:func:`_believer`), so that asynchronous workers ask as fast. An ask at 1,000
-      trials takes about 5 ms instead of 0.85 s (``benchmarks/overhead.py --searchers``;
-      RESULTS, stop 23). ``fast_from=0`` takes it from the first model-driven ask (lcbench
+      trials takes 2.4 ms median (3.9 ms with 7 running) instead of 0.49 s on the idle 2-core
+      machine (``benchmarks/overhead.py --searchers``; RESULTS, stop 23). ``fast_from=0`` takes it from the first model-driven ask (lcbench
       variant ``K``).
 
     Up to those thresholds the suggestions are Optuna's, trial for trial
