@@ -315,8 +315,8 @@ class CpuGPSampler(optuna.samplers.GPSampler):
       many starts. With trials running, Optuna's q-batch LogEI gives way to the kriging
       believer (:func:`_believer`), so that asynchronous workers ask as fast. An ask at 1,000
       trials takes 2.4 ms median (3.9 ms with 7 running) instead of 0.49 s on the idle 2-core
-      machine (``benchmarks/overhead.py --searchers``; RESULTS, stop 23). ``fast_from=0`` takes it from the first model-driven ask (lcbench
-      variant ``K``).
+      machine (``benchmarks/overhead.py --searchers``; RESULTS, stop 23). ``fast_from=0``
+      takes it from the first model-driven ask (lcbench variant ``K``).
 
     Up to those thresholds the suggestions are Optuna's, trial for trial
     (``tests/test_search.py`` checks them against Optuna's own sampler), so every benchmark
