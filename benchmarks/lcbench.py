@@ -118,6 +118,9 @@ WORKERS = 1
 STRETCH = 1
 #: the epochs of a full run: 52, or 51 K + 1 stretched
 MAX_EPOCHS = 52
+#: --unused N: N hyperparameters the curves do not depend on, added to every searcher's space
+#: (a wider search space of the same problem); set per process by measure_task
+UNUSED = 0
 #: --until-target: a run with a searcher in the loop stops asking for configurations once an
 #: ended trial has reached every target (a peer's run ends at that epoch). Cost and time to
 #: target are the same (the trace up to that point is unchanged); the rest of the budget,
@@ -149,6 +152,19 @@ SPACE = {
     "max_units": Mutation("logint", 64, 1024),
     "max_dropout": Mutation("uniform", 0.0, 1.0),
 }
+#: the hyperparameters the surrogate knows; SPACE may hold --unused ones beside them
+RECORDED = tuple(SPACE)
+
+
+def set_unused(n: int) -> None:
+    """SPACE (and the peers' spaces) with ``n`` hyperparameters ``unused_0``… uniform in [0, 1]
+    that no curve depends on: a searcher has to learn to ignore them."""
+    global UNUSED
+    UNUSED = peers.UNUSED = n
+    for name in [k for k in SPACE if k not in RECORDED]:
+        del SPACE[name]
+    SPACE.update({f"unused_{i}": Mutation("uniform", 0.0, 1.0) for i in range(n)})
+
 
 #: what PBT may change mid-training: the optimiser's and regulariser's settings, not the
 #: architecture (num_layers, max_units stay the donor's)
@@ -208,6 +224,7 @@ def stretch(curve: Curve, k: int) -> Curve:
 
 
 def curves_of(task: str, configs: list[dict[str, float]], prefix: str = "") -> list[Curve]:
+    configs = [{k: v for k, v in c.items() if k in RECORDED} for c in configs]  # not --unused ones
     curves = [stretch(c, STRETCH) for c in curves_from_frame(bench().curves(task, configs)).values()]
     return [dataclasses.replace(c, config_id=f"{prefix}{c.config_id}") for c in curves] if prefix else curves
 
@@ -852,11 +869,12 @@ def measure(task: Task, seed: int, method: str) -> dict[str, Any]:
 
 
 def measure_task(
-    args: tuple[str, str | None, list[int], list[str], str | None, int, bool, int],
+    args: tuple[str, str | None, list[int], list[str], str | None, int, bool, int, int],
 ) -> list[dict[str, Any]]:
     global WORKERS, UNTIL_TARGET, STRETCH, MAX_EPOCHS
-    task_name, data_dir, seeds, methods, partial, WORKERS, UNTIL_TARGET, STRETCH = args
+    task_name, data_dir, seeds, methods, partial, WORKERS, UNTIL_TARGET, STRETCH, unused = args
     MAX_EPOCHS = peers.MAX_EPOCHS = stretched_epochs(STRETCH)
+    set_unused(unused)
     bench(data_dir)
     task = prepare(task_name)
     print(
@@ -981,6 +999,13 @@ def main() -> None:
         help="K: every curve trained K times longer (51 K + 1 epochs, the same total cost, loss "
         "interpolated between recorded epochs), a held-out check on slower curves; default 1",
     )
+    parser.add_argument(
+        "--unused",
+        type=int,
+        default=0,
+        help="N: every searcher's space gets N more hyperparameters (uniform in [0, 1]) that no "
+        "curve depends on, a held-out check on a wider space; default 0",
+    )
     parser.add_argument("--jobs", type=int, default=os.cpu_count() or 1, help="tasks run in parallel")
     parser.add_argument(
         "--out", default=None, help="write every run as CSV here (and each as it ends to OUT.partial)"
@@ -1011,8 +1036,22 @@ def main() -> None:
         raise SystemExit(f"--stretch: must be an integer >= 1, got {args.stretch}")
     if ray_run and args.stretch > 1:
         raise SystemExit("--stretch: the Ray methods replay the recorded 52-epoch curves only")
+    if args.unused < 0:
+        raise SystemExit(f"--unused: must be an integer >= 0, got {args.unused}")
+    if ray_run and args.unused:
+        raise SystemExit("--unused: the Ray methods replay the recorded configuration stream only")
     work = [
-        (t, args.data_dir, seeds, methods, partial, args.workers, args.until_target, args.stretch)
+        (
+            t,
+            args.data_dir,
+            seeds,
+            methods,
+            partial,
+            args.workers,
+            args.until_target,
+            args.stretch,
+            args.unused,
+        )
         for t in tasks
     ]
     started = time.perf_counter()
@@ -1040,6 +1079,7 @@ def main() -> None:
             if args.stretch > 1
             else ""
         )
+        + (f", {args.unused} unused hyperparameters in every searcher's space" if args.unused else "")
     )
     full = str(stretched_epochs(args.stretch))
     for method in methods:  # every peer's settings, as run

@@ -47,6 +47,8 @@ Trace = list[tuple[float, float, float]]  # (cumulative $, val CE, clock s) of e
 Evaluate = Callable[[dict[str, Any]], Curve]  # a configuration → its full curve
 #: the epochs of a full run: 52 (LCBench), more with lcbench.py --stretch (it sets this)
 MAX_EPOCHS = 52
+#: hyperparameters unused_0… (uniform in [0, 1]) no curve depends on: lcbench.py --unused sets it
+UNUSED = 0
 
 
 class Peer(Protocol):
@@ -123,6 +125,7 @@ def _configspace(seed: int) -> Any:
             Integer("num_layers", (1, 5)),
             Integer("max_units", (64, 1024), log=True),
             Float("max_dropout", (0.0, 1.0)),
+            *(Float(f"unused_{i}", (0.0, 1.0)) for i in range(UNUSED)),
         ]
     )
     return cs
@@ -264,6 +267,7 @@ class SyneTunePeer:
             "num_layers": randint(1, 5),
             "max_units": lograndint(64, 1024),
             "max_dropout": uniform(0.0, 1.0),
+            **{f"unused_{i}": uniform(0.0, 1.0) for i in range(UNUSED)},
             "epochs": MAX_EPOCHS,
         }
         cls = {"synetune-bohb": BOHB, "synetune-asha-cqr": ASHACQR}[name]

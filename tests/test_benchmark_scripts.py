@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import csv
+import importlib.util
 import math
 import subprocess
 import sys
@@ -267,3 +268,48 @@ def test_optuna_hyperband_peer_gives_the_same_run_for_the_same_seed() -> None:
         )
 
     assert run(3) == run(3)
+
+
+def test_lcbench_unused_hyperparameters_reach_every_searcher_space() -> None:
+    """--unused N: N hyperparameters unused_0… (uniform in [0, 1]) join the space costtune's
+    Optuna loop samples and the peers' spaces; set back to 0, the protocol's 7 again."""
+    optuna = pytest.importorskip("optuna")
+    sys.path.insert(0, str(REPO / "benchmarks"))
+    import lcbench
+    import peers
+
+    try:
+        lcbench.set_unused(3)
+        assert list(lcbench.SPACE) == [*lcbench.RECORDED, "unused_0", "unused_1", "unused_2"]
+        assert peers.UNUSED == 3
+        study = optuna.create_study(sampler=optuna.samplers.RandomSampler(seed=0))
+        config = lcbench.suggest(study.ask())
+        assert set(config) == set(lcbench.SPACE)
+        assert all(0.0 <= config[f"unused_{i}"] <= 1.0 for i in range(3))
+        lcbench.set_unused(1)  # again, with fewer: no stale name stays behind
+        assert list(lcbench.SPACE) == [*lcbench.RECORDED, "unused_0"]
+        if importlib.util.find_spec("ConfigSpace") is not None:
+            assert sorted(peers._configspace(0).keys()) == sorted(lcbench.SPACE)
+    finally:
+        lcbench.set_unused(0)
+    assert tuple(lcbench.SPACE) == lcbench.RECORDED and peers.UNUSED == 0
+
+
+@pytest.mark.skipif(
+    not SHARED_LCBENCH.is_dir(), reason="the shared LCBench surrogate is not beside this checkout"
+)
+def test_lcbench_unused_hyperparameters_change_no_curve() -> None:
+    """The surrogate never sees an unused hyperparameter: a configuration's curve is the same
+    whatever values they take."""
+    pytest.importorskip("onnxruntime")
+    sys.path.insert(0, str(REPO / "benchmarks"))
+    import lcbench
+
+    lcbench.bench(str(SHARED_LCBENCH))
+    config = {"batch_size": 64, "learning_rate": 3e-3, "momentum": 0.9, "weight_decay": 1e-4}
+    config |= {"num_layers": 2, "max_units": 256, "max_dropout": 0.1}
+    plain = lcbench.curves_of("146212", [config])[0]
+    for values in (0.0, 0.7):
+        wide = lcbench.curves_of("146212", [config | {"unused_0": values, "unused_1": 1 - values}])[0]
+        assert wide.val_loss.tolist() == plain.val_loss.tolist()
+        assert wide.epoch_seconds.tolist() == plain.epoch_seconds.tolist()
