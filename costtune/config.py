@@ -120,7 +120,9 @@ FAST_ASK_FROM_DEFAULT = 200
 class SearcherConfig(_Strict):
     type: Literal["gp", "optuna", "hyperopt", "random", "grid"] = "gp"
     n_startup_trials: int | None = Field(
-        None, ge=1, description="random trials before the model (TPE or the Gaussian process) is used"
+        None,
+        ge=1,
+        description="random trials before the model is used (by default gp 5, optuna 10, hyperopt 20)",
     )
     value_transform: Literal["clip", "rank", "none"] = Field(
         "clip",

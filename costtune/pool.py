@@ -188,7 +188,8 @@ class GpPool(SamplerPool):
     Args:
         curves: the pool.
         seed: the sampler's seed.
-        n_startup_trials: random proposals before the process models (10, as a sweep's).
+        n_startup_trials: random proposals before the process models (5, as a sweep's:
+            :data:`costtune.search.GP_STARTUP_TRIALS`).
         value_transform: as a sweep's ``searcher.value_transform`` (default ``clip``).
     """
 
@@ -196,11 +197,10 @@ class GpPool(SamplerPool):
         self,
         curves: Sequence[Curve],
         seed: int = 0,
-        n_startup_trials: int = 10,
+        n_startup_trials: int | None = None,
         value_transform: str | None = "clip",
     ) -> None:
-        from costtune.search import gp_sampler
+        from costtune.search import GP_STARTUP_TRIALS, gp_sampler
 
-        super().__init__(
-            curves, gp_sampler(seed, n_startup_trials=n_startup_trials, value_transform=value_transform)
-        )
+        startup = GP_STARTUP_TRIALS if n_startup_trials is None else n_startup_trials
+        super().__init__(curves, gp_sampler(seed, n_startup_trials=startup, value_transform=value_transform))

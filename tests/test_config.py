@@ -37,7 +37,7 @@ def test_defaults_are_the_documented_ones() -> None:
         "loss",
     )
     assert config.cost.accelerator == "A100" and config.cost.cost_model().prices["A100"] == 2.50
-    assert config.searcher.type == "gp" and config.searcher.n_startup_trials is None  # 10 start-up trials
+    assert config.searcher.type == "gp" and config.searcher.n_startup_trials is None  # gp: 5 start-up trials
     assert config.searcher.value_transform == "clip"
     from costtune import gp
 

@@ -43,6 +43,28 @@ def test_the_sweeps_tpe_is_the_one_the_benchmark_figures_were_measured_with() ->
     assert sampler._multivariate is False and sampler._n_startup_trials == 10
 
 
+def test_the_sweeps_gp_is_the_one_the_benchmark_default_was_measured_with() -> None:
+    """The default searcher is the GP with 5 random start-up trials and clipped values: the
+    settings of benchmarks/lcbench.py's default row (``costtune-hb-rel-tpe:r0.3sGCW10i5``), or
+    its figures say nothing about what a sweep runs. A config's own count still wins."""
+    import sys
+    from pathlib import Path
+
+    from costtune.gp import CpuGPSampler
+    from costtune.search import GP_STARTUP_TRIALS
+
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benchmarks"))
+    from lcbench import parse_variant
+
+    sampler = make_searcher(SearcherConfig(), "loss", "min", seed=3)._sampler
+    assert isinstance(sampler, CpuGPSampler) and sampler._value_transform == "clip"
+    _, variant = parse_variant("costtune-hb-rel-tpe:r0.3sGCW10i5")
+    assert sampler._n_startup_trials == GP_STARTUP_TRIALS == variant["n_startup"] == 5
+    assert variant["gp"] and variant["value_transform"] == "clip"
+    told = make_searcher(SearcherConfig(n_startup_trials=12), "loss", "min", seed=3)._sampler
+    assert told._n_startup_trials == 12
+
+
 def test_gp_searcher_is_seeded_and_its_model_drives_after_the_start_up() -> None:
     """``searcher.type: gp``: Optuna's Gaussian process, through Ray's OptunaSearch. After its
     random start-up trials it proposes from the model: here it finds a better point of a smooth
