@@ -118,9 +118,6 @@ WORKERS = 1
 STRETCH = 1
 #: the epochs of a full run: 52, or 51 K + 1 stretched
 MAX_EPOCHS = 52
-#: --unused N: N hyperparameters the curves do not depend on, added to every searcher's space
-#: (a wider search space of the same problem); set per process by measure_task
-UNUSED = 0
 #: --until-target: a run with a searcher in the loop stops asking for configurations once an
 #: ended trial has reached every target (a peer's run ends at that epoch). Cost and time to
 #: target are the same (the trace up to that point is unchanged); the rest of the budget,
@@ -158,9 +155,9 @@ RECORDED = tuple(SPACE)
 
 def set_unused(n: int) -> None:
     """SPACE (and the peers' spaces) with ``n`` hyperparameters ``unused_0``… uniform in [0, 1]
-    that no curve depends on: a searcher has to learn to ignore them."""
-    global UNUSED
-    UNUSED = peers.UNUSED = n
+    that no curve depends on: a searcher has to learn to ignore them (--unused N, set per
+    process by measure_task)."""
+    peers.UNUSED = n
     for name in [k for k in SPACE if k not in RECORDED]:
         del SPACE[name]
     SPACE.update({f"unused_{i}": Mutation("uniform", 0.0, 1.0) for i in range(n)})
