@@ -1026,17 +1026,19 @@ def main() -> None:
     methods = args.methods.split(",")
     seeds = list(range(args.first_seed, args.first_seed + args.seeds))
     ray_run = any(parse_variant(m)[0] in RAY_METHODS for m in methods)
+    refused = (
+        (args.stretch < 1, f"--stretch: must be an integer >= 1, got {args.stretch}"),
+        (ray_run and args.stretch > 1, "--stretch: the Ray methods replay the recorded 52-epoch curves only"),
+        (args.unused < 0, f"--unused: must be an integer >= 0, got {args.unused}"),
+        (ray_run and args.unused > 0, "--unused: the Ray methods replay the recorded configurations only"),
+    )
+    for bad, message in refused:  # before anything is written: OUT.partial of a past run stays
+        if bad:
+            print(f"lcbench.py: error: {message}", file=sys.stderr)
+            raise SystemExit(2)
     partial = f"{args.out}.partial" if args.out else None
     if partial:
         Path(partial).write_text(",".join(COLUMNS) + "\n")
-    if args.stretch < 1:
-        raise SystemExit(f"--stretch: must be an integer >= 1, got {args.stretch}")
-    if ray_run and args.stretch > 1:
-        raise SystemExit("--stretch: the Ray methods replay the recorded 52-epoch curves only")
-    if args.unused < 0:
-        raise SystemExit(f"--unused: must be an integer >= 0, got {args.unused}")
-    if ray_run and args.unused:
-        raise SystemExit("--unused: the Ray methods replay the recorded configuration stream only")
     work = [
         (
             t,

@@ -313,3 +313,22 @@ def test_lcbench_unused_hyperparameters_change_no_curve() -> None:
         wide = lcbench.curves_of("146212", [config | {"unused_0": values, "unused_1": 1 - values}])[0]
         assert wide.val_loss.tolist() == plain.val_loss.tolist()
         assert wide.epoch_seconds.tolist() == plain.epoch_seconds.tolist()
+
+
+def test_lcbench_refuses_a_bad_unused_or_stretch_in_one_line_and_writes_nothing(tmp_path: Path) -> None:
+    """--unused -1, --stretch 0, or either with a Ray method: one line naming the option, exit 2,
+    and an earlier run's OUT.partial left as it was."""
+    out = tmp_path / "runs.csv"
+    partial = tmp_path / "runs.csv.partial"
+    partial.write_text("an earlier run\n")
+    for argv in (["--unused", "-1"], ["--stretch", "0"], ["--unused", "2", "--methods", "ray-asha"]):
+        done = subprocess.run(
+            [sys.executable, str(REPO / "benchmarks" / "lcbench.py"), *argv, "--out", str(out)],
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        assert done.returncode == 2, (argv, done.stderr)
+        lines = done.stderr.strip().splitlines()
+        assert len(lines) == 1 and lines[0].startswith(f"lcbench.py: error: {argv[0]}:"), argv
+        assert partial.read_text() == "an earlier run\n" and not out.exists()
