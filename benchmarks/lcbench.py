@@ -277,7 +277,6 @@ _FLAGS: dict[str, tuple[str, Any]] = {
     "K": ("fast_ask", True),
     "P": ("predicted_rungs", True),
     "B": ("believer", False),
-    "H": ("escalate", True),
 }
 
 
@@ -336,8 +335,6 @@ def parse_variant(method: str) -> tuple[str, dict[str, Any]]:
     copula or the bad tail clipped at the Tukey fence (``CpuGPSampler(value_transform=...)``).
     ``W<w>`` (any costtune-hb method): the first rung promotes nobody until it holds w trials
     (``AsyncHyperband(warmup_trials=w)``); ``W0``: off.
-    ``H`` (any costtune-hb method): every bracket that fits, opened one at a time as the sweep
-    stalls (``AsyncHyperband(escalate=True)``); ``b<n>`` still caps how many.
     ``v``: a trial the look-ahead pruned is told to TPE at its estimated loss at the rung
     (``AsyncHyperband.rung_estimate``), not at its last loss.
     """
@@ -371,8 +368,6 @@ def parse_variant(method: str) -> tuple[str, dict[str, Any]]:
             kwargs["promotion"] = {"l": "loss", "c": "cost_share", "p": "pareto"}[value]
         else:
             kwargs[{"g": "grace_epochs", "e": "eta", "b": "brackets"}[key]] = int(value)
-    if kwargs.get("escalate"):
-        kwargs.setdefault("brackets", None)
     return base, kwargs
 
 

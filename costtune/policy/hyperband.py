@@ -90,20 +90,10 @@ class AsyncHyperband:
             with; on LCBench those early promotions were a large share of what a run spent
             before it reached the target (``benchmarks/RESULTS.md``, stop 21). Later rungs
             are not warmed up: only trials the first rung judged reach them.
-        escalate: open the brackets one at a time, most aggressive first: bracket s + 1
-            opens when the sweep stalls, i.e. it has spent as much since its best loss last
-            improved (or since the last bracket opened) as it had spent before, and started
-            at least η² trials since. New trials are then spread over the open brackets in
-            Hyperband's proportions. Where early ranks mislead (slow starters, which a
-            first rung full of fast starters prunes every time), the sweep's best stops
-            moving and later-starting brackets take over; where the first rung ranks well,
-            the sweep keeps improving and nothing else opens. See :meth:`_stalled`.
     """
 
     #: a policy pickled before the warm-up existed (a resumed older run) has none
     warmup_trials: int | None = None
-    #: nor, before escalation existed, any of this (every bracket open)
-    escalate: bool = False
 
     def __init__(
         self,
@@ -115,7 +105,6 @@ class AsyncHyperband:
         keep: Keep | str = Keep.FLOOR,
         lookahead: int | None = None,
         warmup_trials: int | None = None,
-        escalate: bool = False,
     ) -> None:
         validate_geometry(grace_epochs, eta, max_epochs)
         self.warmup_trials = _positive_or_none(warmup_trials, "warmup_trials")
@@ -141,18 +130,8 @@ class AsyncHyperband:
         self.grace_epochs = grace_epochs
         self.eta = eta
         self.rungs_by_bracket = [rung_epochs(grace_epochs, eta, max_epochs, b) for b in range(brackets)]
-        self.escalate = bool(escalate)
-        #: brackets new trials may go to: 0..open_brackets-1
-        self.open_brackets = 1 if self.escalate else brackets
-        self._weights = bracket_weights(self.open_brackets, eta)
-        self._wrr = [0] * self.open_brackets
-        #: the sweep's spend (each trial's last reported dollars), best loss, and the spend
-        #: and trial count when the best last improved or a bracket last opened
-        self.spent: dict[str, float] = {}
-        self.total_usd = 0.0
-        self.best_loss = math.inf
-        self.mark_usd = 0.0
-        self.mark_trials = 0
+        self._weights = bracket_weights(brackets, eta)
+        self._wrr = [0] * brackets
         self.rungs: list[dict[int, Rung]] = [
             {epochs: Rung() for epochs in ladder} for ladder in self.rungs_by_bracket
         ]
@@ -191,8 +170,6 @@ class AsyncHyperband:
         if state.stop_reason is not None:
             return Decision.STOP
         state.epochs = max(state.epochs, epoch)
-        if self.escalate:
-            self._track(trial_id, float(loss), float(cost_usd))
         for rung_at in self.rungs_by_bracket[state.bracket]:
             rung = self.rungs[state.bracket][rung_at]
             if epoch < rung_at or trial_id in rung:
@@ -203,7 +180,6 @@ class AsyncHyperband:
                 self.warmup_trials is not None
                 and rung_at == self.rungs_by_bracket[state.bracket][0]
                 and len(rung) < self.warmup_trials
-                and not (self.escalate and state.bracket > 0)
             )
             if warming_up or not is_promotable(trial_id, rung, self.eta, self.promotion, self.keep):
                 state.stop_reason = StopReason.RUNG_PRUNED
@@ -228,33 +204,6 @@ class AsyncHyperband:
                     rung.record(trial_id, RungEntry(loss=math.inf, cost_usd=float(cost_usd)))
                     return Decision.STOP
         return Decision.CONTINUE
-
-    def _track(self, trial_id: str, loss: float, cost_usd: float) -> None:
-        """Keep the sweep's spend and best; open the next bracket when it has stalled."""
-        if math.isfinite(cost_usd):
-            self.total_usd += cost_usd - self.spent.get(trial_id, 0.0)
-            self.spent[trial_id] = cost_usd
-        if loss < self.best_loss:  # NaN never improves
-            self.best_loss = loss
-            self.mark_usd, self.mark_trials = self.total_usd, len(self.trials)
-        elif self._stalled():
-            self.open_brackets += 1
-            self._weights = bracket_weights(self.open_brackets, self.eta)
-            self._wrr = [0] * self.open_brackets
-            self.mark_usd, self.mark_trials = self.total_usd, len(self.trials)
-        self.version += 1
-
-    def _stalled(self) -> bool:
-        """Whether the next bracket opens: one is closed, the spend since the mark (the best's
-        last improvement or the last opening) is at least the spend up to it, and η² trials
-        started since. Doubling the spend without a gain is the sign that more of the same
-        first rung will not find a better trial; η² trials since (25 at η = 5) keep one
-        unlucky stretch of a young sweep from opening it."""
-        return (
-            self.open_brackets < len(self.rungs_by_bracket)
-            and self.total_usd - self.mark_usd >= self.mark_usd
-            and len(self.trials) - self.mark_trials >= self.eta**2
-        )
 
     def _hopeless(self, loss: float, epoch: int, rung: Rung) -> float | None:
         """Whether ``loss`` at ``epoch`` is at least as bad as m (``lookahead``) trials of
@@ -318,7 +267,6 @@ class AsyncHyperband:
             "brackets": len(self.rungs_by_bracket),
             "promotion": self.promotion.value,
             "keep": self.keep.value,
-            **({"escalate": True} if self.escalate else {}),
         }
 
     def state_dict(self) -> dict[str, Any]:
@@ -338,19 +286,6 @@ class AsyncHyperband:
             ],
             "curves": {t: {str(e): _encode(v) for e, v in c.items()} for t, c in self.curves.items()},
             "estimates": {t: _encode(v) for t, v in self.estimates.items()},
-            **(
-                {
-                    "escalation": {
-                        "open": self.open_brackets,
-                        "spent": self.spent,
-                        "best": _encode(self.best_loss),
-                        "mark_usd": self.mark_usd,
-                        "mark_trials": self.mark_trials,
-                    }
-                }
-                if self.escalate
-                else {}
-            ),
         }
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
@@ -366,21 +301,11 @@ class AsyncHyperband:
             raise ConfigError(
                 f"scheduler state: saved by a scheduler of another geometry ({'; '.join(differ)})"
             )
-        escalation = state.get("escalation") if self.escalate else None
-        open_brackets = escalation["open"] if escalation else len(self._wrr)
-        if len(state["wrr"]) != open_brackets or len(state["rungs"]) != len(self.rungs):
+        if len(state["wrr"]) != len(self._wrr) or len(state["rungs"]) != len(self.rungs):
             raise ConfigError(
                 f"scheduler state: saved for {len(state['rungs'])} brackets, "
                 f"this scheduler has {len(self.rungs)}"
             )
-        if escalation:
-            self.open_brackets = open_brackets
-            self._weights = bracket_weights(open_brackets, self.eta)
-            self.spent = {t: float(v) for t, v in escalation["spent"].items()}
-            self.total_usd = sum(self.spent.values())
-            self.best_loss = _decode(escalation["best"])
-            self.mark_usd = float(escalation["mark_usd"])
-            self.mark_trials = int(escalation["mark_trials"])
         self._wrr = list(state["wrr"])
         self.trials = {
             k: TrialState(
