@@ -149,6 +149,39 @@ def test_lcbench_oracle_rungs_rank_by_where_each_curve_ends() -> None:
     assert oracle.rungs[0][5]["late"].loss == 0.1  # reads through to the policy
 
 
+def test_first_reacher_names_what_ended_the_configurations_that_could_have_reached() -> None:
+    """benchmarks/first_reacher.py on a simulated run: a slow starter that would have reached
+    the target is pruned at the first rung by fast starters that end above it; a run where one
+    reaches it says so, with the epoch it needed."""
+    sys.path.insert(0, str(REPO / "benchmarks"))
+    import numpy as np
+    from first_reacher import fates_line, reachers
+
+    from costtune.curves import Curve
+    from costtune.policy import AsyncHyperband
+    from costtune.simulate import simulate
+
+    fast = [
+        Curve(f"fast{i}", {}, np.r_[np.linspace(0.6, 0.5, 5), np.full(15, 0.45 + 0.01 * i)], np.ones(20), 1.0)
+        for i in range(5)
+    ]
+    slow = Curve("slow", {}, np.linspace(1.0, 0.2, 20), np.ones(20), 1.0)  # 0.35 first at epoch 17
+    proposed = {c.config_id: c for c in [*fast, slow]}
+    policy = AsyncHyperband(20, grace_epochs=5, eta=5)
+    sim = simulate([*fast, slow], policy, max_epochs=20)
+    assert min(e.val_loss for e in sim.epochs) > 0.35  # the run never reached the target
+    could = reachers(sim, policy, proposed, target=0.35)
+    assert could == [
+        {"order": 5, "start_usd": could[0]["start_usd"], "ran": 5, "needed": 17, "fate": "rung_pruned"}
+    ]
+    assert fates_line(could) == "rung_pruned at 5: 1"
+    assert fates_line([]) == "none started"
+
+    first = AsyncHyperband(20, grace_epochs=5, eta=5)
+    sim = simulate([slow, *fast], first, max_epochs=20)  # first at its rung: nothing to lose to
+    assert [c["fate"] for c in reachers(sim, first, proposed, target=0.35)] == ["reached it"]
+
+
 def test_lcbench_predicted_rungs_rank_by_the_curve_models_final_loss() -> None:
     """The prototype P: the policy sees each trial's predicted last-epoch loss from its curve so
     far (nothing of the future), so a trial still falling fast outranks a flat one a little
