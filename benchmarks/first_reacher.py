@@ -61,7 +61,8 @@ def reachers(sim: Any, policy: Any, proposed: dict[str, Any], target: float) -> 
     """The configurations a run started whose whole curve reaches ``target``, in start order:
     ``order`` (0-based start index), ``start_usd`` (the sweep's dollars when it started),
     ``ran`` (its last epoch), ``needed`` (the first epoch at or below the target) and ``fate``
-    (``reached it``, the policy's stop reason, or ``stopper``: ended by the stopping rule)."""
+    (``reached it``, the policy's stop reason, or ``stopper``: ended with no reason from the
+    policy, by the stopping rule or by the end of the budget)."""
     started: dict[str, tuple[int, float]] = {}
     ran: dict[str, int] = {}
     for e in sim.epochs:
