@@ -151,8 +151,8 @@ def test_lcbench_oracle_rungs_rank_by_where_each_curve_ends() -> None:
 
 def test_first_reacher_names_what_ended_the_configurations_that_could_have_reached() -> None:
     """benchmarks/first_reacher.py on a simulated run: a slow starter that would have reached
-    the target is pruned at the first rung by fast starters that end above it; a run where one
-    reaches it says so, with the epoch it needed."""
+    the target is pruned at the first rung by fast starters that end above it (with the epoch it
+    needed); a run where it comes first, and so goes on, says it reached it."""
     sys.path.insert(0, str(REPO / "benchmarks"))
     import numpy as np
     from first_reacher import fates_line, reachers
