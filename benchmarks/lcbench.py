@@ -277,6 +277,7 @@ _FLAGS: dict[str, tuple[str, Any]] = {
     "K": ("fast_ask", True),
     "P": ("predicted_rungs", True),
     "B": ("believer", False),
+    "J": ("escalate", True),
 }
 
 
@@ -335,6 +336,8 @@ def parse_variant(method: str) -> tuple[str, dict[str, Any]]:
     copula or the bad tail clipped at the Tukey fence (``CpuGPSampler(value_transform=...)``).
     ``W<w>`` (any costtune-hb method): the first rung promotes nobody until it holds w trials
     (``AsyncHyperband(warmup_trials=w)``); ``W0``: off.
+    ``J`` (any costtune-hb method): every bracket that fits opens when the sweep stalls
+    (``AsyncHyperband(escalate=True)``); ``b<n>``: how many are open from the start.
     ``v``: a trial the look-ahead pruned is told to TPE at its estimated loss at the rung
     (``AsyncHyperband.rung_estimate``), not at its last loss.
     """

@@ -622,6 +622,13 @@ def watch_idle(
     "at most a tenth of the recorded configurations, as a sweep's].",
 )
 @click.option(
+    "--escalate/--no-escalate",
+    default=False,
+    show_default=True,
+    help="when the replay stalls (as many dollars since the best last improved as before it, and "
+    "eta² trials since), every bracket that fits opens, as a sweep's scheduler.escalate (off by default).",
+)
+@click.option(
     "--searcher",
     type=click.Choice(["order", "random", "tpe", "gp"]),
     default="order",
@@ -670,6 +677,7 @@ def replay(
     keep: str,
     lookahead: int,
     warmup_trials: int | None,
+    escalate: bool,
     searcher: str,
     seed: int,
     stopping: str,
@@ -708,7 +716,9 @@ def replay(
         longest = max(c.epochs for c in table)
         warmup = auto_warmup_trials(eta, len(table)) if warmup_trials is None else warmup_trials or None
         policy = (
-            AsyncHyperband(longest, grace_epochs, eta, brackets, promotion, keep, lookahead or None, warmup)
+            AsyncHyperband(
+                longest, grace_epochs, eta, brackets, promotion, keep, lookahead or None, warmup, escalate
+            )
             if scheduler == "hyperband"
             else None
         )
@@ -774,6 +784,7 @@ def replay(
         "keep": keep,
         "lookahead": lookahead or None,
         "warmup_trials": warmup if scheduler == "hyperband" else None,
+        "escalate": escalate if scheduler == "hyperband" else None,
     }
     if as_json:
         click.echo(

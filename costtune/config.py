@@ -168,6 +168,12 @@ class SchedulerConfig(_Strict):
         description="m: between rungs, stop a trial at least as bad as m trials that reached the next "
         "rung and were, at the same epoch, behind every trial in its cut; null: off",
     )
+    escalate: bool = Field(
+        False,
+        description="when the sweep stalls (as many dollars spent since its best last improved as "
+        "before, and eta² trials started since), every Hyperband bracket that fits opens: later "
+        "brackets first judge a trial at eta·grace, eta²·grace, … epochs; false: the brackets stay as set",
+    )
     warmup_trials: int | Literal["auto"] | None = Field(
         "auto",
         description="w: the first rung promotes nobody until it holds w trials; auto: 2·eta, at most "

@@ -362,6 +362,7 @@ def _run(
             keep=config.scheduler.keep,
             lookahead=config.scheduler.lookahead,
             warmup_trials=warmup_trials(config),
+            escalate=config.scheduler.escalate,
             cost_model=cost_model,
             seconds_field=config.cost.time_field,
             governor=governor,
@@ -725,8 +726,12 @@ def check_scheduler_state(config: SweepConfig, path: Path) -> None:
     from costtune.schedulers.hyperband import read_state
 
     s = config.scheduler
-    now = AsyncHyperband(config.max_epochs, s.grace_epochs, s.eta, s.brackets, s.promotion, s.keep).geometry()
+    now = AsyncHyperband(
+        config.max_epochs, s.grace_epochs, s.eta, s.brackets, s.promotion, s.keep, escalate=s.escalate
+    ).geometry()
     saved = read_state(path)["policy"].get("geometry")
+    if saved is not None and "escalate" not in saved:
+        now.pop("escalate", None)  # saved before escalation existed: Tune restores it without
     if saved is None or saved == now:
         return
     differ = [k for k in now if saved.get(k) != now[k]]

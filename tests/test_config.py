@@ -36,6 +36,7 @@ def test_defaults_are_the_documented_ones() -> None:
         1,
         "loss",
     )
+    assert scheduler.escalate is False  # an option: level with the default on the test tasks
     assert config.cost.accelerator == "A100" and config.cost.cost_model().prices["A100"] == 2.50
     assert config.searcher.type == "gp" and config.searcher.n_startup_trials is None  # gp: 5 start-up trials
     assert config.searcher.value_transform == "clip"
@@ -122,6 +123,7 @@ def test_defaults_are_the_documented_ones() -> None:
             "stopping.expected_gain: judges the relative rule's trials; set stopping.min_relative_roi",
         ),
         ({"stopping": {"expected_gain": "maybe"}}, "stopping.expected_gain: input should be a valid boolean"),
+        ({"scheduler": {"escalate": "later"}}, "scheduler.escalate: input should be a valid boolean"),
         ({"cost": {"accelerator": "TPUv9"}}, "cost.accelerator: no price for 'TPUv9'"),
         ({"cost": {"business_value_usd": float("nan")}}, "cost.business_value_usd:"),
         ({"scheduler": {"grace_epochs": 20}}, "scheduler.grace_epochs: must be <= max_epochs (10), got 20"),

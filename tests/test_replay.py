@@ -321,6 +321,40 @@ def test_warmup_in_a_ray_sweep_stops_like_the_simulator(ray_session, tmp_path) -
 
 
 @pytest.mark.ray
+def test_escalation_in_a_ray_sweep_opens_the_brackets_like_the_simulator(ray_session, tmp_path) -> None:
+    """`scheduler.escalate` in a real sweep: the first trial is the best; the next nine, each
+    worse than the last, stop at the first rung, and the sweep has then spent as much since its
+    best as before: every bracket opens. Ray's CostAwareHyperBand ends the same trials at the
+    same epochs as the pure policy in the simulator, and a trial that a lone first rung would
+    stop at epoch 1 now runs on in a later bracket."""
+    curves = {"c00": [0.5 / e for e in range(1, 10)]}
+    curves.update({f"c{i:02d}": [1.0 + i / 100] * 9 for i in range(1, 14)})
+    path = tmp_path / "curves.csv"
+    _table(curves, dict.fromkeys(curves, 600.0)).to_csv(path, index=False)
+    run = tmp_path / "run"
+    frame, ran = _replay_in_ray(
+        path,
+        run,
+        scheduler={"grace_epochs": 1, "eta": 3, "brackets": 1, "escalate": True},
+        search_space={"config_id": {"type": "choice", "values": list(curves)}},
+    )
+    table = load_curves(str(path))
+    policy = AsyncHyperband(max_epochs=9, grace_epochs=1, eta=3, brackets=1, escalate=True)
+    expected = simulate([table[c] for c in ran], policy, workers=1).stopped_at
+    assert frame["epochs"].to_dict() == expected
+    assert policy.open_brackets == 3
+    state = json.loads((run / "scheduler_state.json").read_text())["policy"]
+    assert state["escalation"]["open"] == 3 and state["geometry"]["escalate"] is True
+    assert any(expected[c] > 1 for c in ran[10:])  # after the stall: past the first rung
+    plain = AsyncHyperband(max_epochs=9, grace_epochs=1, eta=3, brackets=1)
+    assert all(
+        e == 1
+        for c, e in simulate([table[c] for c in ran], plain, workers=1).stopped_at.items()
+        if c != ran[0]
+    )
+
+
+@pytest.mark.ray
 def test_the_searcher_is_told_a_lookahead_pruned_trials_rung_estimate(ray_session, tmp_path) -> None:
     """With the look-ahead on, Optuna (real, in a real sweep) is told a pruned trial's estimated
     loss at its rung, not its epoch-1 loss; every other trial its last loss."""
@@ -430,6 +464,28 @@ def test_replay_trainable_checkpoints_each_epoch_unless_told_not_to(
     assert result.metrics["val_loss"] == pytest.approx(CURVES["t2"][-1])
     assert result.metrics["sim_seconds"] == pytest.approx(SECONDS["t2"] * len(CURVES["t2"]))
     assert (result.checkpoint is not None) is checkpoint
+
+
+def test_replay_cli_escalates_when_told_as_a_sweep_does(tmp_path) -> None:
+    """`costtune replay --escalate` opens every bracket on a stall, as a sweep with
+    `scheduler.escalate` does: on curves where the first trial stays best, a later trial runs
+    past the first rung in a later bracket. Off (the default, as a sweep's), the one bracket
+    stays and every other trial stops at epoch 1."""
+    curves = {"c00": [0.5 / e for e in range(1, 10)]}
+    curves.update({f"c{i:02d}": [1.0 + i / 100] * 9 for i in range(1, 14)})
+    path = tmp_path / "curves.csv"
+    _table(curves, dict.fromkeys(curves, 600.0)).to_csv(path, index=False)
+
+    def run(*extra: str) -> dict:
+        args = ["replay", str(path), "--grace-epochs", "1", "--eta", "3", "--stopping", "none", "--json"]
+        result = CliRunner().invoke(main, [*args, *extra])
+        assert result.exit_code == 0, result.output
+        return json.loads(result.output)
+
+    escalated, plain = run("--escalate"), run()
+    assert escalated["settings"]["escalate"] is True and plain["settings"]["escalate"] is False
+    assert plain["runs"]["costtune"]["epochs"] == 9 + 13  # c00 to the end, the rest at epoch 1
+    assert escalated["runs"]["costtune"]["epochs"] > plain["runs"]["costtune"]["epochs"]
 
 
 def test_replay_cli_stops_with_the_sweeps_default_rule(table_path) -> None:

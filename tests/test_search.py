@@ -65,6 +65,36 @@ def test_the_sweeps_gp_is_the_one_the_benchmark_default_was_measured_with() -> N
     assert told._n_startup_trials == 12
 
 
+def test_the_sweeps_scheduler_is_the_one_the_benchmark_default_was_measured_with() -> None:
+    """A sweep's default scheduler is the benchmark default row's policy
+    (``costtune-hb-rel-tpe:r0.3sGCW10i5``): grace 5, η 5, one bracket, no escalation (the
+    ``J`` rows are the option ``scheduler.escalate``), a first rung warmed up over 2η trials in
+    a sweep that plans many."""
+    import sys
+    from pathlib import Path
+
+    from costtune.config import SchedulerConfig, parse_config, warmup_trials
+
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benchmarks"))
+    from lcbench import parse_variant
+
+    _, variant = parse_variant("costtune-hb-rel-tpe:r0.3sGCW10i5")
+    s = SchedulerConfig()
+    assert variant.get("escalate", False) is s.escalate is False
+    assert parse_variant("costtune-hb-rel-tpe:r0.3sGCW10i5J")[1]["escalate"] is True
+    assert (s.grace_epochs, s.eta, s.brackets) == (5, 5, 1) and "brackets" not in variant
+    config = parse_config(
+        {
+            "name": "big",
+            "trainable": {"name": "amp"},
+            "max_epochs": 52,
+            "num_samples": 500,
+            "search_space": {"lr": {"type": "loguniform", "low": 1e-4, "high": 1e-1}},
+        }
+    )
+    assert warmup_trials(config) == variant["warmup_trials"] == 10
+
+
 def test_gp_searcher_is_seeded_and_its_model_drives_after_the_start_up() -> None:
     """``searcher.type: gp``: Optuna's Gaussian process, through Ray's OptunaSearch. After its
     random start-up trials it proposes from the model: here it finds a better point of a smooth

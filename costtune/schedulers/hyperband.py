@@ -57,6 +57,9 @@ class CostAwareHyperBand(GovernedMixin, FIFOScheduler):
             (default here: the scheduler does not know how many trials will come): off.
             A costtune sweep sets it from ``scheduler.warmup_trials`` (``auto``: 2η, at most
             a tenth of ``num_samples``).
+        escalate: when the sweep stalls, every bracket that fits opens
+            (:class:`~costtune.policy.AsyncHyperband`); default ``False``: ``brackets`` stay
+            as set.
         cost_model: prices; default A100 at $2.50 per GPU-hour, CPU per core-hour.
         time_attr: result field that counts epochs (default ``training_iteration``).
         seconds_field: result field of metered seconds (default ``time_total_s``;
@@ -83,6 +86,7 @@ class CostAwareHyperBand(GovernedMixin, FIFOScheduler):
         keep: str = "floor",
         lookahead: int | None = None,
         warmup_trials: int | None = None,
+        escalate: bool = False,
         cost_model: CostModel | None = None,
         time_attr: str = "training_iteration",
         seconds_field: str = "time_total_s",
@@ -99,7 +103,7 @@ class CostAwareHyperBand(GovernedMixin, FIFOScheduler):
         self._metric = metric
         self._mode = mode
         self.policy = AsyncHyperband(
-            max_epochs, grace_epochs, eta, brackets, promotion, keep, lookahead, warmup_trials
+            max_epochs, grace_epochs, eta, brackets, promotion, keep, lookahead, warmup_trials, escalate
         )
         self.cost_model = cost_model or CostModel()
         self.time_attr = time_attr

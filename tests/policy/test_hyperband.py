@@ -346,3 +346,50 @@ def test_state_with_a_word_for_a_number_is_refused() -> None:
     state["rungs"][0]["5"]["t"] = ["lots", 1.0]
     with pytest.raises(ConfigError, match=r"^scheduler state: 'lots' is not a number"):
         AsyncHyperband(max_epochs=50).load_state_dict(state)
+
+
+def _stalling_sweep(policy: AsyncHyperband, worse: int) -> None:
+    """One worker, a dollar an epoch: the first trial improves to epoch 9 (the best, $9 spent),
+    then ``worse`` trials, each worse than every one before it, stop at the first rung."""
+    _run_one_worker(policy, {"best": [0.5 / e for e in range(1, 10)]})
+    _run_one_worker(policy, {f"w{i:02d}": [1.0 + i / 100] * 9 for i in range(worse)})
+
+
+def test_escalate_opens_every_bracket_once_the_sweep_stalls() -> None:
+    # the best last improved at $9 with 1 trial started; 9 trials and $9 later the spend since
+    # equals the spend before, with η² = 9 trials since: every bracket that fits opens, and new
+    # trials go to them in Hyperband's proportions (9 : 5 : 3 at η = 3), the last one with no
+    # rung before epoch 9
+    policy = AsyncHyperband(max_epochs=9, grace_epochs=1, eta=3, brackets=1, escalate=True)
+    _stalling_sweep(policy, worse=8)
+    assert policy.open_brackets == 1  # $8 and 8 trials since: not yet
+    _run_one_worker(policy, {"w08": [1.08] * 9})
+    assert policy.open_brackets == 3
+    assert Counter(policy.on_add(f"n{i:02d}") for i in range(17)) == {0: 9, 1: 5, 2: 3}
+    late = next(t for t in (f"n{i:02d}" for i in range(17)) if policy.trials[t].bracket == 2)
+    assert all(policy.on_result(late, e, 2.0, float(e)) is Decision.CONTINUE for e in range(1, 9))
+    # without escalate the same sweep keeps one bracket, and a trial that bad stops at epoch 1
+    plain = AsyncHyperband(max_epochs=9, grace_epochs=1, eta=3, brackets=1)
+    _stalling_sweep(plain, worse=30)
+    assert {s.bracket for s in plain.trials.values()} == {0}
+    assert len(plain.rungs_by_bracket) == 1
+
+
+def test_escalate_opens_nothing_while_the_sweep_keeps_improving() -> None:
+    policy = AsyncHyperband(max_epochs=9, grace_epochs=1, eta=3, brackets=1, escalate=True)
+    _run_one_worker(policy, {f"t{i:02d}": [1.0 - i / 100] * 9 for i in range(60)})  # each a new best
+    assert policy.open_brackets == 1 and {s.bracket for s in policy.trials.values()} == {0}
+
+
+def test_escalated_state_survives_a_round_trip_and_names_itself_in_the_geometry() -> None:
+    policy = AsyncHyperband(max_epochs=9, grace_epochs=1, eta=3, brackets=1, escalate=True)
+    _stalling_sweep(policy, worse=9)
+    state = json.loads(json.dumps(policy.state_dict()))
+    assert state["geometry"]["escalate"] is True and state["geometry"]["brackets"] == 1
+    restored = AsyncHyperband(max_epochs=9, grace_epochs=1, eta=3, brackets=1, escalate=True)
+    restored.load_state_dict(state)
+    assert restored.open_brackets == 3
+    assert [restored.on_add(f"n{i}") for i in range(17)] == [policy.on_add(f"n{i}") for i in range(17)]
+    # a scheduler without escalation refuses it, naming what differs
+    with pytest.raises(ConfigError, match="escalate True then, None now"):
+        AsyncHyperband(max_epochs=9, grace_epochs=1, eta=3, brackets=1).load_state_dict(state)
