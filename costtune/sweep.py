@@ -730,9 +730,14 @@ def check_scheduler_state(config: SweepConfig, path: Path) -> None:
         config.max_epochs, s.grace_epochs, s.eta, s.brackets, s.promotion, s.keep, escalate=s.escalate
     ).geometry()
     saved = read_state(path)["policy"].get("geometry")
-    if saved is not None and "escalate" not in saved:
-        now.pop("escalate", None)  # saved before escalation existed: Tune restores it without
-    if saved is None or saved == now:
+    if saved is None:
+        return
+    # a geometry names escalate only when on (a state saved before it existed has none)
+    now, saved = (
+        {**now, "escalate": bool(now.get("escalate"))},
+        {**saved, "escalate": bool(saved.get("escalate"))},
+    )
+    if saved == now:
         return
     differ = [k for k in now if saved.get(k) != now[k]]
     names = {k: k if k == "max_epochs" else f"scheduler.{k}" for k in now}
