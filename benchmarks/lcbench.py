@@ -278,6 +278,7 @@ _FLAGS: dict[str, tuple[str, Any]] = {
     "P": ("predicted_rungs", True),
     "B": ("believer", False),
     "J": ("escalate", True),
+    "Y": ("guard_brackets", True),
 }
 
 
@@ -338,6 +339,8 @@ def parse_variant(method: str) -> tuple[str, dict[str, Any]]:
     (``AsyncHyperband(warmup_trials=w)``); ``W0``: off.
     ``J`` (any costtune-hb method): every bracket that fits opens when the sweep stalls
     (``AsyncHyperband(escalate=True)``); ``b<n>``: how many are open from the start.
+    ``Y`` (costtune-hb-rel-tpe, a prototype): the stopper does not stop a trial of a later
+    bracket before that bracket's first rung (:class:`BracketGuard`).
     ``v``: a trial the look-ahead pruned is told to TPE at its estimated loss at the rung
     (``AsyncHyperband.rung_estimate``), not at its last loss.
     """
@@ -527,6 +530,29 @@ def run_tpe_loop(
             on_trial_end=on_trial_end,
         )
     )
+
+
+class BracketGuard:
+    """A prototype: the stopper does not stop a trial of a later bracket before that bracket's
+    first rung (which is what the bracket is for); it still sees every epoch."""
+
+    def __init__(self, stopping: MarginalRoiStopping, policy: AsyncHyperband) -> None:
+        self._stopping = stopping
+        self._policy = policy
+        self._epochs: dict[str, int] = {}
+
+    def on_result(self, trial_id: str, loss: float, hours: float, usd: float) -> Any:
+        epochs = self._epochs[trial_id] = self._epochs.get(trial_id, 0) + 1
+        said = self._stopping.on_result(trial_id, loss, hours, usd)
+        state = self._policy.trials.get(trial_id)
+        if said is not None and state is not None and state.bracket > 0:
+            ladder = self._policy.rungs_by_bracket[state.bracket]
+            if epochs < (ladder[0] if ladder else MAX_EPOCHS):
+                return None
+        return said
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._stopping, name)
 
 
 class OracleRungs:
@@ -785,6 +811,7 @@ def run_method(task: Task, seed: int, method: str) -> Trace:
         spare = bool(kwargs.pop("spare_best", False))
         wait = bool(kwargs.pop("wait_for_rungs", False))
         expected = bool(kwargs.pop("expected", False))
+        guard = bool(kwargs.pop("guard_brackets", False))
         policy = AsyncHyperband(MAX_EPOCHS, **kwargs) if base == "costtune-hb-rel-tpe" else None
         last_rung = policy.rungs_by_bracket[0][-1] if wait and policy is not None else None
         rule = MarginalRoiStopping(
@@ -797,6 +824,8 @@ def run_method(task: Task, seed: int, method: str) -> Trace:
                 expected=expected,
             )
         )
+        if guard and policy is not None:
+            rule = BracketGuard(rule, policy)  # type: ignore[assignment]
         return run_tpe_loop(task, seed, policy, rule, **tpe)
     if base == "costtune-hb-patience-tpe":
         rule = MarginalRoiStopping(PATIENCE_RULE)

@@ -83,6 +83,16 @@ def test_lcbench_table_pairs_runs_by_task_and_seed() -> None:
             "warmup_trials": 10,
         },
     )
+    assert parse_variant("costtune-hb-rel-tpe:r0.3sGCW10i5JY")[1] == {
+        "gp": True,
+        "spare_best": True,
+        "value_transform": "clip",
+        "escalate": True,
+        "guard_brackets": True,
+        "relative_roi": 0.3,
+        "n_startup": 5,
+        "warmup_trials": 10,
+    }
     inf = math.inf
 
     def row(method, task, seed, usd):
@@ -365,3 +375,30 @@ def test_lcbench_refuses_a_bad_unused_or_stretch_in_one_line_and_writes_nothing(
         lines = done.stderr.strip().splitlines()
         assert len(lines) == 1 and lines[0].startswith(f"lcbench.py: error: {argv[0]}:"), argv
         assert partial.read_text() == "an earlier run\n" and not out.exists()
+
+
+def test_bracket_guard_keeps_the_stopper_off_a_later_brackets_trial_until_its_first_rung() -> None:
+    """lcbench's ``Y`` prototype: the stopper still sees every epoch of every trial (its books
+    move), but a stop it says for a trial of bracket 1 before that bracket's first rung is not
+    passed on; bracket 0's trials are judged as before."""
+    sys.path.insert(0, str(REPO / "benchmarks"))
+    from lcbench import BracketGuard
+
+    from costtune.policy import AsyncHyperband, MarginalRoiStopping, StoppingRule
+
+    policy = AsyncHyperband(max_epochs=52, grace_epochs=5, eta=5, brackets=2)
+    a, b = policy.on_add("a"), policy.on_add("b")
+    early, late = ("a", "b") if a == 0 else ("b", "a")
+    assert {a, b} == {0, 1}
+    rule = StoppingRule(patience_epochs=2, min_epochs=1)
+    guard, plain = BracketGuard(MarginalRoiStopping(rule), policy), MarginalRoiStopping(rule)
+    said = {t: [] for t in (early, late)}
+    for epoch in range(1, 30):
+        for t in (early, late):
+            usd = float(epoch)
+            said[t].append((guard.on_result(t, 1.0, usd, usd), plain.on_result(t, 1.0, usd, usd)))
+    # a flat curve: patience says stop from epoch 3 for both; the guard holds bracket 1 to 25
+    assert said[early][2][0] is not None and said[early][2][0] == said[early][2][1]  # bracket 0: as before
+    assert all(g is None for g, p in said[late][:24]) and all(p is not None for g, p in said[late][2:24])
+    assert said[late][24][0] is not None
+    assert guard._spent == plain._spent  # the books moved alike
