@@ -365,8 +365,11 @@ def parse_variant(method: str) -> tuple[str, dict[str, Any]]:
         kwargs["cost_exponent"] = float(value)
     for value in re.findall(r"W([0-9]+)", spec):
         kwargs["warmup_trials"] = int(value) or None
-    numbered = r"o[0-9.]+|n[0-9]+|q[0-9]+|r[0-9.]+|a[0-9]+|i[0-9]+|E[0-9.]+|W[0-9]+"
+    numbered = r"o[0-9.]+|n[0-9]+|q[0-9]+|r[0-9.]+|a[0-9]+|i[0-9]+|E[0-9.]+|W[0-9]+|U[0-9]+|N[0-9]+"
     spec = re.sub(numbered + "|[" + "".join(_FLAGS) + "]", "", spec)
+    unknown = re.sub(r"([gebpk])([0-9]+|[lcpf])", "", spec)
+    if unknown:  # a mistyped or retired letter would otherwise run the plain method silently
+        raise ValueError(f"--methods: {method!r}: unknown variant {unknown!r} (see parse_variant)")
     for key, value in re.findall(r"([gebpk])([0-9]+|[lcpf])", spec):
         if key == "k":
             kwargs["keep"] = {"c": "ceil", "f": "floor"}[value]
@@ -1057,7 +1060,11 @@ def main() -> None:
     )
     methods = args.methods.split(",")
     seeds = list(range(args.first_seed, args.first_seed + args.seeds))
-    ray_run = any(parse_variant(m)[0] in RAY_METHODS for m in methods)
+    try:
+        ray_run = any(parse_variant(m)[0] in RAY_METHODS for m in methods)
+    except ValueError as exc:  # before anything is written, as the refusals below
+        print(f"lcbench.py: error: {exc}", file=sys.stderr)
+        raise SystemExit(2) from None
     refused = (
         (args.stretch < 1, f"--stretch: must be an integer >= 1, got {args.stretch}"),
         (ray_run and args.stretch > 1, "--stretch: the Ray methods replay the recorded 52-epoch curves only"),
