@@ -98,10 +98,11 @@ class AsyncHyperband:
             η·r, η²·r, … epochs). Where the first rung ranks well the sweep keeps improving and
             nothing opens. Where it misleads (slow starters that end best, pruned every time by
             a first rung full of fast starters that plateau), the best stops moving and the
-            later brackets run some trials long enough to show it (``benchmarks/RESULTS.md``,
-            stop 26: on LCBench curves trained 4× longer, 40 of 40 runs reached the target
-            against 36 of 40). The brackets it opens are not warmed up: they open late, with
-            few trials to come, and their first rungs already judge later epochs.
+            later brackets run some trials long enough to show it. Measured (``benchmarks/
+            RESULTS.md``, stop 26): on LCBench's dev tasks trained 4× longer, 40 of 40 runs
+            reached the target against 36 of 40; on the test tasks level, so it is off by
+            default. The brackets it opens are not warmed up: they open late, with few trials
+            to come, and their first rungs already judge later epochs.
     """
 
     #: a policy pickled before the warm-up existed (a resumed older run) has none
