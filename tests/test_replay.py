@@ -322,36 +322,35 @@ def test_warmup_in_a_ray_sweep_stops_like_the_simulator(ray_session, tmp_path) -
 
 @pytest.mark.ray
 def test_escalation_in_a_ray_sweep_opens_the_brackets_like_the_simulator(ray_session, tmp_path) -> None:
-    """`scheduler.escalate` in a real sweep: the first trial is the best; the next nine, each
-    worse than the last, stop at the first rung, and the sweep has then spent as much since its
-    best as before: every bracket opens. Ray's CostAwareHyperBand ends the same trials at the
-    same epochs as the pure policy in the simulator, and a trial that a lone first rung would
-    stop at epoch 1 now runs on in a later bracket."""
-    curves = {"c00": [0.5 / e for e in range(1, 10)]}
-    curves.update({f"c{i:02d}": [1.0 + i / 100] * 9 for i in range(1, 14)})
+    """`scheduler.escalate` in a real sweep (3 epochs, grace 1, η 2): the first trial is the
+    best; the next four, each worse than the last, stop at the first rung, and the sweep has
+    then spent as much since its best as before, with η² trials since: every bracket opens.
+    Ray's CostAwareHyperBand ends the same trials at the same epochs as the pure policy in the
+    simulator, and a trial that a lone first rung would stop at epoch 1 runs on in the later
+    bracket (first judged at epoch 2)."""
+    curves = {"c0": [0.5 / e for e in range(1, 4)]}
+    curves.update({f"c{i}": [1.0 + i / 100] * 3 for i in range(1, 8)})
     path = tmp_path / "curves.csv"
     _table(curves, dict.fromkeys(curves, 600.0)).to_csv(path, index=False)
     run = tmp_path / "run"
     frame, ran = _replay_in_ray(
         path,
         run,
-        scheduler={"grace_epochs": 1, "eta": 3, "brackets": 1, "escalate": True},
+        max_epochs=3,
+        scheduler={"grace_epochs": 1, "eta": 2, "brackets": 1, "escalate": True},
         search_space={"config_id": {"type": "choice", "values": list(curves)}},
     )
     table = load_curves(str(path))
-    policy = AsyncHyperband(max_epochs=9, grace_epochs=1, eta=3, brackets=1, escalate=True)
+    policy = AsyncHyperband(max_epochs=3, grace_epochs=1, eta=2, brackets=1, escalate=True)
     expected = simulate([table[c] for c in ran], policy, workers=1).stopped_at
     assert frame["epochs"].to_dict() == expected
-    assert policy.open_brackets == 3
+    assert policy.open_brackets == 2
     state = json.loads((run / "scheduler_state.json").read_text())["policy"]
-    assert state["escalation"]["open"] == 3 and state["geometry"]["escalate"] is True
-    assert any(expected[c] > 1 for c in ran[10:])  # after the stall: past the first rung
-    plain = AsyncHyperband(max_epochs=9, grace_epochs=1, eta=3, brackets=1)
-    assert all(
-        e == 1
-        for c, e in simulate([table[c] for c in ran], plain, workers=1).stopped_at.items()
-        if c != ran[0]
-    )
+    assert state["escalation"]["open"] == 2 and state["geometry"]["escalate"] is True
+    assert any(expected[c] > 1 for c in ran[5:])  # after the stall: past the first rung
+    plain = AsyncHyperband(max_epochs=3, grace_epochs=1, eta=2, brackets=1)
+    stopped = simulate([table[c] for c in ran], plain, workers=1).stopped_at
+    assert all(e == 1 for c, e in stopped.items() if c != ran[0])
 
 
 @pytest.mark.ray
