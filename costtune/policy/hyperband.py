@@ -101,8 +101,8 @@ class AsyncHyperband:
             later brackets run some trials long enough to show it. Measured (``benchmarks/
             RESULTS.md``, stop 26): on LCBench's dev tasks trained 4× longer, 40 of 40 runs
             reached the target against 36 of 40; on the test tasks level, so it is off by
-            default. The brackets it opens are not warmed up: they open late, with few trials
-            to come, and their first rungs already judge later epochs.
+            default. With it, only bracket 0's first rung is warmed up: the brackets it opens
+            open late, with few trials to come, and their first rungs judge later epochs.
     """
 
     #: a policy pickled before the warm-up existed (a resumed older run) has none
