@@ -60,6 +60,7 @@ import statistics
 import sys
 import tempfile
 import time
+import zlib
 from collections.abc import Iterator
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
@@ -118,6 +119,9 @@ WORKERS = 1
 STRETCH = 1
 #: the epochs of a full run: 52, or 51 K + 1 stretched
 MAX_EPOCHS = 52
+#: --noise σ: every epoch's val CE × exp(σ z), z standard normal, fixed per (task,
+#: configuration); set per process by measure_task (see :func:`noisy`)
+NOISE = 0.0
 #: --until-target: a run with a searcher in the loop stops asking for configurations once an
 #: ended trial has reached every target (a peer's run ends at that epoch). Cost and time to
 #: target are the same (the trace up to that point is unchanged); the rest of the budget,
@@ -220,9 +224,28 @@ def stretch(curve: Curve, k: int) -> Curve:
     )
 
 
+def noisy(curve: Curve, sigma: float, task: str) -> Curve:
+    """``curve`` as a real training run reports it: each epoch's val CE times exp(σ z).
+
+    The surrogate's curves are smooth; a recorded one is not (a small validation set, SGD's
+    randomness). z is standard normal, i.i.d. over epochs, and drawn from a seed of the task
+    and the configuration's values: the same configuration has the same noisy curve in every
+    method's run, as a recorded curve would. Targets and the oracle floor are computed on the
+    noisy curves (the grid's best noisy epoch-52 loss; the 1st percentile of noisy finals), and
+    any observed epoch reaching a target counts, a lucky dip included, for every method alike.
+    """
+    if sigma == 0:
+        return curve
+    key = repr(sorted((k, float(v)) for k, v in curve.hyperparameters.items() if k in RECORDED))
+    rng = np.random.default_rng(zlib.crc32(f"{task}|{key}".encode()))
+    factors = np.exp(sigma * rng.standard_normal(curve.epochs))
+    return dataclasses.replace(curve, val_loss=curve.val_loss * factors)
+
+
 def curves_of(task: str, configs: list[dict[str, float]], prefix: str = "") -> list[Curve]:
     configs = [{k: v for k, v in c.items() if k in RECORDED} for c in configs]  # not --unused ones
-    curves = [stretch(c, STRETCH) for c in curves_from_frame(bench().curves(task, configs)).values()]
+    recorded = curves_from_frame(bench().curves(task, configs)).values()
+    curves = [noisy(stretch(c, STRETCH), NOISE, task) for c in recorded]
     return [dataclasses.replace(c, config_id=f"{prefix}{c.config_id}") for c in curves] if prefix else curves
 
 
@@ -901,10 +924,10 @@ def measure(task: Task, seed: int, method: str) -> dict[str, Any]:
 
 
 def measure_task(
-    args: tuple[str, str | None, list[int], list[str], str | None, int, bool, int, int],
+    args: tuple[str, str | None, list[int], list[str], str | None, int, bool, int, int, float],
 ) -> list[dict[str, Any]]:
-    global WORKERS, UNTIL_TARGET, STRETCH, MAX_EPOCHS
-    task_name, data_dir, seeds, methods, partial, WORKERS, UNTIL_TARGET, STRETCH, unused = args
+    global WORKERS, UNTIL_TARGET, STRETCH, MAX_EPOCHS, NOISE
+    task_name, data_dir, seeds, methods, partial, WORKERS, UNTIL_TARGET, STRETCH, unused, NOISE = args
     MAX_EPOCHS = peers.MAX_EPOCHS = stretched_epochs(STRETCH)
     set_unused(unused)
     bench(data_dir)
@@ -1038,6 +1061,13 @@ def main() -> None:
         help="N: every searcher's space gets N more hyperparameters (uniform in [0, 1]) that no "
         "curve depends on, a held-out check on a wider space; default 0",
     )
+    parser.add_argument(
+        "--noise",
+        type=float,
+        default=0.0,
+        help="σ: every epoch's val CE times exp(σ z), z standard normal and fixed per (task, "
+        "configuration), a held-out check on noisy curves as real runs report them; default 0",
+    )
     parser.add_argument("--jobs", type=int, default=os.cpu_count() or 1, help="tasks run in parallel")
     parser.add_argument(
         "--out", default=None, help="write every run as CSV here (and each as it ends to OUT.partial)"
@@ -1070,6 +1100,8 @@ def main() -> None:
         (ray_run and args.stretch > 1, "--stretch: the Ray methods replay the recorded 52-epoch curves only"),
         (args.unused < 0, f"--unused: must be an integer >= 0, got {args.unused}"),
         (ray_run and args.unused > 0, "--unused: the Ray methods replay the recorded configurations only"),
+        (not 0 <= args.noise < 1, f"--noise: must be a number in [0, 1), got {args.noise}"),
+        (ray_run and args.noise > 0, "--noise: the Ray methods replay the recorded curves only"),
     )
     for bad, message in refused:  # before anything is written: OUT.partial of a past run stays
         if bad:
@@ -1089,6 +1121,7 @@ def main() -> None:
             args.until_target,
             args.stretch,
             args.unused,
+            args.noise,
         )
         for t in tasks
     ]
@@ -1118,6 +1151,7 @@ def main() -> None:
             else ""
         )
         + (f", {args.unused} unused hyperparameters in every searcher's space" if args.unused else "")
+        + (f", val CE noise σ {args.noise:g}" if args.noise else "")
     )
     full = str(stretched_epochs(args.stretch))
     for method in methods:  # every peer's settings, as run

@@ -282,6 +282,32 @@ def test_lcbench_stretch_keeps_the_final_loss_the_best_loss_and_the_cost() -> No
     assert long.seconds_until(long.epochs) == pytest.approx(curve.seconds_until(52))
 
 
+def test_lcbench_noise_is_a_property_of_the_task_and_configuration() -> None:
+    """--noise σ: each epoch's loss times exp(σ z); the same (task, configuration) gets the same
+    noisy curve whatever its id (every method sees one recorded curve), another task or
+    configuration other noise; the seconds never change, and σ = 0 is the curve itself."""
+    sys.path.insert(0, str(REPO / "benchmarks"))
+    import numpy as np
+    from lcbench import noisy
+
+    from costtune.curves import Curve
+
+    losses = 1.0 / np.arange(1, 53) + 0.2
+    config = {"learning_rate": 1e-3, "batch_size": 64}
+    curve = Curve("a", config, losses, np.ones(52), 1.0)
+    assert noisy(curve, 0.0, "3945") is curve
+    one = noisy(curve, 0.05, "3945")
+    again = noisy(Curve("t7-b", dict(config), losses.copy(), np.ones(52), 1.0), 0.05, "3945")
+    assert one.val_loss.tolist() == again.val_loss.tolist()
+    assert one.epoch_seconds.tolist() == curve.epoch_seconds.tolist()
+    log_ratio = np.log(one.val_loss / losses)
+    assert 0.03 < log_ratio.std() < 0.07 and abs(log_ratio.mean()) < 0.03  # σ 0.05 over 52 epochs
+    assert (np.diff(one.val_loss) > 0).sum() >= 10  # no longer monotone: the noise shows
+    other_task = noisy(curve, 0.05, "7593").val_loss
+    other_config = noisy(Curve("a", {**config, "batch_size": 65}, losses, np.ones(52), 1.0), 0.05, "3945")
+    assert not np.allclose(other_task, one.val_loss) and not np.allclose(other_config.val_loss, one.val_loss)
+
+
 def test_optuna_hyperband_peer_gives_the_same_run_for_the_same_seed() -> None:
     """HyperbandPruner brackets trials by a hash of the study's name: the peer names its study,
     so that one seed is one run (Optuna's docs: specify study_name to be reproducible)."""
@@ -359,7 +385,7 @@ def test_lcbench_unused_hyperparameters_change_no_curve() -> None:
 
 
 def test_lcbench_refuses_a_bad_unused_or_stretch_in_one_line_and_writes_nothing(tmp_path: Path) -> None:
-    """--unused -1, --stretch 0, either with a Ray method, or a method with a variant letter
+    """--unused -1, --stretch 0, --noise -0.1, any of them with a Ray method, or a method with a variant letter
     nothing reads (a typo, or a retired prototype's): one line naming the option, exit 2, and an
     earlier run's OUT.partial left as it was."""
     out = tmp_path / "runs.csv"
@@ -369,6 +395,8 @@ def test_lcbench_refuses_a_bad_unused_or_stretch_in_one_line_and_writes_nothing(
         ["--unused", "-1"],
         ["--stretch", "0"],
         ["--unused", "2", "--methods", "ray-asha"],
+        ["--noise", "-0.1"],
+        ["--noise", "0.05", "--methods", "ray-asha"],
         ["--methods", "grid,costtune-hb-rel-tpe:r0.3sGCW10i5H"],
     ):
         done = subprocess.run(
