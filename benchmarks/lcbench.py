@@ -364,6 +364,8 @@ def parse_variant(method: str) -> tuple[str, dict[str, Any]]:
     (``AsyncHyperband(escalate=True)``); ``b<n>``: how many are open from the start.
     ``Y`` (costtune-hb-rel-tpe, a prototype): the stopper does not stop a trial of a later
     bracket before that bracket's first rung (:class:`BracketGuard`).
+    ``M<k>`` (TPE methods, a prototype): the rungs rank each trial by its lowest loss over its
+    last k epochs (:class:`SmoothedRungs`), and the searcher is told that loss.
     ``v``: a trial the look-ahead pruned is told to TPE at its estimated loss at the rung
     (``AsyncHyperband.rung_estimate``), not at its last loss.
     """
@@ -388,7 +390,9 @@ def parse_variant(method: str) -> tuple[str, dict[str, Any]]:
         kwargs["cost_exponent"] = float(value)
     for value in re.findall(r"W([0-9]+)", spec):
         kwargs["warmup_trials"] = int(value) or None
-    numbered = r"o[0-9.]+|n[0-9]+|q[0-9]+|r[0-9.]+|a[0-9]+|i[0-9]+|E[0-9.]+|W[0-9]+|U[0-9]+|N[0-9]+"
+    for value in re.findall(r"M([0-9]+)", spec):
+        kwargs["smooth_rungs"] = int(value)
+    numbered = r"o[0-9.]+|n[0-9]+|q[0-9]+|r[0-9.]+|a[0-9]+|i[0-9]+|E[0-9.]+|W[0-9]+|U[0-9]+|N[0-9]+|M[0-9]+"
     spec = re.sub(numbered + "|[" + "".join(_FLAGS) + "]", "", spec)
     unknown = re.sub(r"([gebpk])([0-9]+|[lcpf])", "", spec)
     if unknown:  # a mistyped or retired letter would otherwise run the plain method silently
@@ -442,6 +446,7 @@ def run_tpe_loop(
     fast_search: dict[str, int] | None = None,
     predicted_rungs: bool = False,
     believer: bool = True,
+    smooth_rungs: int = 0,
 ) -> Trace:
     """A costtune policy on the simulator with Optuna's TPE asked and told in the loop.
 
@@ -536,9 +541,13 @@ def run_tpe_loop(
             # epoch to the last that the sweep's finished trials showed
             drops = sorted(float(c.val_loss[epoch - 1] - c.val_loss[MAX_EPOCHS - 1]) for c in finished)
             study.tell(trial, loss - drops[len(drops) // 2])
+        elif smooth_rungs and isinstance(policy, SmoothedRungs):
+            study.tell(trial, policy.smoothed(config_id))
         else:
             study.tell(trial, loss)
 
+    if smooth_rungs and policy is not None:
+        policy = SmoothedRungs(policy, smooth_rungs)  # type: ignore[assignment]
     if oracle_rungs and policy is not None:
         policy = OracleRungs(policy, by_id)  # type: ignore[assignment]
     if predicted_rungs and policy is not None:
@@ -594,6 +603,29 @@ class OracleRungs:
         return self._policy.on_result(
             config_id, epoch, float(self._curves[config_id].val_loss.min()), cost_usd
         )
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._policy, name)
+
+
+class SmoothedRungs:
+    """A prototype: the policy sees each trial's lowest loss over its last ``k`` epochs, not its
+    last epoch's: on a noisy curve one lucky or unlucky validation pass no longer decides a
+    rung (on a falling noiseless curve the two are the same). The stopper sees the real
+    losses; the searcher is told the same smoothed loss when the trial ends."""
+
+    def __init__(self, policy: AsyncHyperband, k: int) -> None:
+        self._policy = policy
+        self._k = k
+        self._raw: dict[str, list[float]] = {}
+
+    def smoothed(self, config_id: str) -> float | None:
+        raw = self._raw.get(config_id)
+        return min(raw[-self._k :]) if raw else None
+
+    def on_result(self, config_id: str, epoch: int, loss: float, cost_usd: float) -> Any:
+        self._raw.setdefault(config_id, []).append(loss)
+        return self._policy.on_result(config_id, epoch, min(self._raw[config_id][-self._k :]), cost_usd)
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._policy, name)
@@ -815,6 +847,7 @@ def run_method(task: Task, seed: int, method: str) -> Trace:
         "fast_search": kwargs.pop("fast_search", None),
         "predicted_rungs": bool(kwargs.pop("predicted_rungs", False)),
         "believer": bool(kwargs.pop("believer", True)),
+        "smooth_rungs": int(kwargs.pop("smooth_rungs", 0)),
     }
     if base == "grid":
         return task.grid_trace

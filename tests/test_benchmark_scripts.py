@@ -233,6 +233,30 @@ def test_lcbench_predicted_rungs_rank_by_the_curve_models_final_loss() -> None:
     assert results == {"plain": Decision.STOP, "predicted": Decision.CONTINUE}
 
 
+def test_lcbench_smoothed_rungs_rank_by_the_lowest_loss_of_the_last_k_epochs() -> None:
+    """The prototype M<k>: the rung sees a trial's lowest loss over its last k epochs, so one
+    unlucky validation pass at the rung's epoch does not prune a trial that is ahead; k = 1 is
+    the plain rung."""
+    sys.path.insert(0, str(REPO / "benchmarks"))
+    from lcbench import SmoothedRungs, parse_variant
+
+    from costtune.policy import AsyncHyperband, Decision
+
+    assert parse_variant("costtune-hb-rel-tpe:r0.3sGCW10i5M3")[1]["smooth_rungs"] == 3
+    steady = [0.60, 0.55, 0.52, 0.50, 0.49]
+    unlucky = [0.60, 0.50, 0.45, 0.44, 0.53]  # ahead, with a bad pass at epoch 5
+    decisions = {}
+    for k in (1, 3):
+        policy = SmoothedRungs(AsyncHyperband(52), k)
+        for trial_id, curve in (("a", steady), ("b", steady), ("c", steady), ("d", steady), ("u", unlucky)):
+            policy.on_add(trial_id)
+            for epoch, loss in enumerate(curve, start=1):
+                decision = policy.on_result(trial_id, epoch, loss, float(epoch))
+        decisions[k] = decision
+        assert policy.smoothed("u") == (0.53 if k == 1 else 0.44)  # what the searcher is told
+    assert decisions == {1: Decision.STOP, 3: Decision.CONTINUE}
+
+
 SHARED_LCBENCH = REPO.parent / "shared" / "benchmarks" / "yahpo_lcbench"
 
 
