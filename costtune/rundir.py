@@ -201,20 +201,36 @@ def _read_snapshot(path: Path) -> dict[str, bytes] | None:
     return files if any(name.startswith(_STATE_PREFIX) for name in files) else None
 
 
-def keep_ray_state(run_dir: Path, seen: dict[str, tuple[int, int]]) -> None:
+def _whole(data: bytes) -> bool:
+    """Whether one of Tune's state files reads whole: JSON that parses, or a pickle (the
+    searcher's and the search generator's states, whatever their suffix) that ends in its
+    STOP opcode. A cheap check, not a proof: it catches the empty and the cut file."""
+    try:
+        json.loads(data)
+    except ValueError:
+        return data[:1] == b"\x80" and data.endswith(b".")  # PROTO ... STOP
+    return True
+
+
+def keep_ray_state(run_dir: Path, seen: dict[str, tuple[int, int]], source: Path | None = None) -> None:
     """Snapshot Ray's experiment state after each of Tune's saves, whole and consistent.
 
-    One save writes several files in turn: the experiment state (rewritten in place: open,
-    truncate, write), then the searcher's state and its count of trials created. A kill
+    One save writes several files in turn: the experiment state, then the searcher's state
+    and its count of trials created, into the driver's staging folder; a background thread
+    then copies them into the run (each rewritten in place: open, truncate, write). A kill
     between or during those writes leaves a set that disagrees (a cut file; or a searcher
     that counts one trial more or fewer than the experiment holds, and a resume that ends
     with 5 trials or 7 instead of 6). Called after each step of Tune's loop, when the save
     has completed, this copies the whole set into one zip written atomically (temporary
     file, rename): what :func:`repair_ray_state` puts back.
+
+    ``source`` is where the set is read: the driver's staging folder, which the driver's own
+    thread wrote (the run's copy may be mid-copy at that moment); the run's ``ray/`` folder
+    when not given. A set with a file that does not read whole is not snapshotted.
     """
     from costtune.ledger import write_bytes_atomic
 
-    experiment = run_dir / EXPERIMENT_NAME
+    experiment = source if source is not None else run_dir / EXPERIMENT_NAME
     for state in experiment.glob(_RAY_STATE_GLOB):
         try:
             stat = state.stat()
@@ -225,14 +241,18 @@ def keep_ray_state(run_dir: Path, seen: dict[str, tuple[int, int]]) -> None:
             continue
         if _complete_json(state) is None:
             continue  # mid-write (a save outside Tune's loop): the next step sees it whole
-        files = _session_files(experiment, _session(state))
+        files = {}
+        for name, path in sorted(_session_files(experiment, _session(state)).items()):
+            try:
+                files[name] = path.read_bytes()
+            except OSError:
+                return
+            if not _whole(files[name]):
+                return  # mid-copy: the next step sees the set whole
         buffer = io.BytesIO()
         with zipfile.ZipFile(buffer, "w") as archive:
-            for name, path in sorted(files.items()):
-                try:
-                    archive.writestr(name, path.read_bytes())
-                except OSError:
-                    return
+            for name, data in files.items():
+                archive.writestr(name, data)
         seen[state.name] = key
         write_bytes_atomic(_snapshot_path(run_dir, _session(state)), buffer.getvalue())
 

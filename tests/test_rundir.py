@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import pickle
 from pathlib import Path
 
 import pytest
@@ -104,14 +105,14 @@ def _tune_save(experiment: Path, session: str, trials: int) -> None:
     (experiment / f"experiment_state-{session}.json").write_text(
         json.dumps({"trial_data": list(range(trials))})
     )
-    (experiment / f"searcher-state-{session}.pkl").write_bytes(b"optuna:%d" % trials)
+    (experiment / f"searcher-state-{session}.pkl").write_bytes(pickle.dumps(f"optuna:{trials}"))
     (experiment / f"search_gen_state-{session}.json").write_text(json.dumps({"counter": trials}))
 
 
-def _state(experiment: Path, session: str) -> tuple[int, bytes, int]:
+def _state(experiment: Path, session: str) -> tuple[int, str, int]:
     return (
         len(json.loads((experiment / f"experiment_state-{session}.json").read_text())["trial_data"]),
-        (experiment / f"searcher-state-{session}.pkl").read_bytes(),
+        pickle.loads((experiment / f"searcher-state-{session}.pkl").read_bytes()),
         json.loads((experiment / f"search_gen_state-{session}.json").read_text())["counter"],
     )
 
@@ -132,8 +133,31 @@ def test_a_cut_ray_state_is_put_back_from_its_last_complete_snapshot(tmp_path) -
     state.write_text("")  # the kill's truncation
     note = repair_ray_state(tmp_path)
     assert note is not None and state.name in note and "cut off" in note
-    assert _state(experiment, session) == (2, b"optuna:2", 2)
+    assert _state(experiment, session) == (2, "optuna:2", 2)
     assert repair_ray_state(tmp_path) is None  # repaired once
+
+
+def test_the_snapshot_is_taken_from_the_drivers_staging_folder_not_from_a_copy_in_flight(tmp_path) -> None:
+    """Tune saves into the driver's staging folder, then a background thread copies the files
+    into the run, each truncated and rewritten. Read from the run mid-copy, a whole experiment
+    state beside an empty searcher state made a snapshot that put back an empty file (CI, stop
+    27: Tune failed to restore and restarted the sweep without a search space)."""
+    from costtune.rundir import keep_ray_state, repair_ray_state
+
+    experiment, staging = tmp_path / "ray", tmp_path / "staging"
+    experiment.mkdir()
+    staging.mkdir()
+    session = "2026-12-01_10-00-00"
+    _tune_save(staging, session, 3)
+    _tune_save(experiment, session, 3)
+    searcher = experiment / f"searcher-state-{session}.pkl"
+    searcher.write_bytes(b"")  # the copy thread has truncated it and not yet written it
+    keep_ray_state(tmp_path, {})  # read from the run: the set is not whole, nothing is kept
+    assert not (tmp_path / ".ray_state").exists()
+    keep_ray_state(tmp_path, {}, staging)  # what the callback does: the staging folder's set
+    (experiment / f"experiment_state-{session}.json").write_text("")  # then the kill
+    assert "cut off" in (repair_ray_state(tmp_path) or "")
+    assert _state(experiment, session) == (3, "optuna:3", 3)
 
 
 def test_a_kill_between_the_files_of_one_save_resumes_from_the_last_whole_save(tmp_path) -> None:
@@ -150,7 +174,7 @@ def test_a_kill_between_the_files_of_one_save_resumes_from_the_last_whole_save(t
     (experiment / f"experiment_state-{session}.json").write_text(json.dumps({"trial_data": [0, 1, 2]}))
     note = repair_ray_state(tmp_path)  # the kill landed here, before the searcher's files
     assert note is not None and "mid-save" in note
-    assert _state(experiment, session) == (2, b"optuna:2", 2)
+    assert _state(experiment, session) == (2, "optuna:2", 2)
 
 
 def test_a_resumed_session_killed_in_its_first_save_resumes_from_the_session_before(tmp_path) -> None:
@@ -168,7 +192,7 @@ def test_a_resumed_session_killed_in_its_first_save_resumes_from_the_session_bef
         f"experiment_state-{first}.json"
     ]
     assert (experiment / f"experiment_state-{second}.json.unsaved").exists()  # set aside, not deleted
-    assert _state(experiment, first) == (3, b"optuna:3", 3)
+    assert _state(experiment, first) == (3, "optuna:3", 3)
 
 
 def test_a_damaged_snapshot_is_not_taken_for_a_missing_one(tmp_path) -> None:
@@ -185,7 +209,7 @@ def test_a_damaged_snapshot_is_not_taken_for_a_missing_one(tmp_path) -> None:
     snapshot = tmp_path / RAY_STATE_COPIES / f"snapshot-{second}.zip"
     snapshot.write_bytes(snapshot.read_bytes()[:40])
     assert repair_ray_state(tmp_path) is None
-    assert _state(experiment, second) == (4, b"optuna:4", 4)
+    assert _state(experiment, second) == (4, "optuna:4", 4)
 
 
 def test_a_run_from_before_snapshots_still_gets_its_cut_state_put_back(tmp_path) -> None:

@@ -287,10 +287,20 @@ class KeepRayState(Callback):
 
     def on_step_end(self, iteration: int, trials: list, **info: Any) -> None:
         with contextlib.suppress(OSError):  # a full disk must not end the sweep here
-            keep_ray_state(self.run_dir, self._seen)
+            keep_ray_state(self.run_dir, self._seen, _driver_staging(trials))
 
     def on_experiment_end(self, trials: list, **info: Any) -> None:
         self.on_step_end(0, trials)
+
+
+def _driver_staging(trials: list) -> Path | None:
+    """The driver's staging folder, where Tune's save writes its files before a background
+    thread copies them into the run (``None``: no trial yet, or a Ray that names it otherwise;
+    then the run's copy is read)."""
+    try:
+        return Path(trials[0].storage.experiment_driver_staging_path)
+    except (IndexError, AttributeError, TypeError):
+        return None
 
 
 def _exists(checkpoint: Any) -> bool:
