@@ -117,6 +117,8 @@ TARGETS = ("GRID", "TOP1")
 WORKERS = 1
 #: --stretch K: every curve is K times longer (module docstring); set per process by measure_task
 STRETCH = 1
+#: --spread: with --stretch K, each configuration's own factor in [1, K] (see :func:`stretch`)
+SPREAD = False
 #: the epochs of a full run: 52, or 51 K + 1 stretched
 MAX_EPOCHS = 52
 #: --noise σ: every epoch's val CE × exp(σ z), z standard normal, fixed per (task,
@@ -201,7 +203,7 @@ def stretched_epochs(k: int) -> int:
     return 51 * k + 1
 
 
-def stretch(curve: Curve, k: int) -> Curve:
+def stretch(curve: Curve, k: int, task: str = "", spread: bool = False) -> Curve:
     """``curve`` trained ``k`` times longer: 51 k + 1 epochs in place of 52, the same total cost.
 
     Epoch e of the stretched curve is epoch u = 1 + (e - 1) / k of the recorded one (the loss
@@ -209,10 +211,24 @@ def stretch(curve: Curve, k: int) -> Curve:
     seconds; epoch 1 is the recorded epoch 1. The final loss, the best loss and the full run's
     cost are the recorded ones, so the grid's budget, the targets and the oracle floor do not
     change; a stretched epoch 5 is recorded epoch 2 when k = 4, where early ranks say less.
+
+    ``spread`` (``--spread``): each configuration learns at its own pace, k_c = k^U, U uniform
+    in [0, 1] drawn from a seed of the task and the configuration's values (the same for every
+    method, unrelated to its hyperparameters, so no searcher can learn it). Epoch e is recorded
+    epoch min(52, 1 + (e - 1) / k_c): a fast configuration reaches its recorded final loss at
+    epoch 51 k_c + 1 and stays there to the run's 51 k + 1 epochs, as a run with a high learning
+    rate flattens and then buys nothing. Every epoch still costs 1/k of its recorded epoch's
+    seconds (the price of an epoch is the model's, not its pace), so a full run costs what it
+    did; the final losses, the targets and the grid's budget are the recorded ones. Fast
+    starters that plateau and slow ones that end best cross: early ranks say less.
     """
     if k == 1:
         return curve
-    u = 1.0 + np.arange(stretched_epochs(k)) / k
+    pace = float(k)
+    if spread:
+        key = repr(sorted((n, float(v)) for n, v in curve.hyperparameters.items() if n in RECORDED))
+        pace = float(k) ** np.random.default_rng(zlib.crc32(f"spread|{task}|{key}".encode())).uniform()
+    u = np.minimum(1.0 + np.arange(stretched_epochs(k)) / pace, curve.epochs)
     recorded = np.arange(1, curve.epochs + 1)
     seconds = curve.epoch_seconds[np.ceil(u).astype(int) - 1] / k
     seconds[0] = curve.epoch_seconds[0]
@@ -245,7 +261,7 @@ def noisy(curve: Curve, sigma: float, task: str) -> Curve:
 def curves_of(task: str, configs: list[dict[str, float]], prefix: str = "") -> list[Curve]:
     configs = [{k: v for k, v in c.items() if k in RECORDED} for c in configs]  # not --unused ones
     recorded = curves_from_frame(bench().curves(task, configs)).values()
-    curves = [noisy(stretch(c, STRETCH), NOISE, task) for c in recorded]
+    curves = [noisy(stretch(c, STRETCH, task, SPREAD), NOISE, task) for c in recorded]
     return [dataclasses.replace(c, config_id=f"{prefix}{c.config_id}") for c in curves] if prefix else curves
 
 
@@ -957,10 +973,10 @@ def measure(task: Task, seed: int, method: str) -> dict[str, Any]:
 
 
 def measure_task(
-    args: tuple[str, str | None, list[int], list[str], str | None, int, bool, int, int, float],
+    args: tuple[str, str | None, list[int], list[str], str | None, int, bool, int, int, float, bool],
 ) -> list[dict[str, Any]]:
-    global WORKERS, UNTIL_TARGET, STRETCH, MAX_EPOCHS, NOISE
-    task_name, data_dir, seeds, methods, partial, WORKERS, UNTIL_TARGET, STRETCH, unused, NOISE = args
+    global WORKERS, UNTIL_TARGET, STRETCH, MAX_EPOCHS, NOISE, SPREAD
+    task_name, data_dir, seeds, methods, partial, WORKERS, UNTIL_TARGET, STRETCH, unused, NOISE, SPREAD = args
     MAX_EPOCHS = peers.MAX_EPOCHS = stretched_epochs(STRETCH)
     set_unused(unused)
     bench(data_dir)
@@ -1088,6 +1104,13 @@ def main() -> None:
         "interpolated between recorded epochs), a held-out check on slower curves; default 1",
     )
     parser.add_argument(
+        "--spread",
+        action="store_true",
+        help="with --stretch K: each configuration learns at its own pace, K^U times slower (U "
+        "uniform in [0, 1], fixed per task and configuration); fast ones flatten and then stay "
+        "flat to the 51 K + 1 epochs, slow ones end best, so early ranks mislead",
+    )
+    parser.add_argument(
         "--unused",
         type=int,
         default=0,
@@ -1131,6 +1154,7 @@ def main() -> None:
     refused = (
         (args.stretch < 1, f"--stretch: must be an integer >= 1, got {args.stretch}"),
         (ray_run and args.stretch > 1, "--stretch: the Ray methods replay the recorded 52-epoch curves only"),
+        (args.spread and args.stretch < 2, "--spread: needs --stretch K with K >= 2 (the slowest pace)"),
         (args.unused < 0, f"--unused: must be an integer >= 0, got {args.unused}"),
         (ray_run and args.unused > 0, "--unused: the Ray methods replay the recorded configurations only"),
         (not 0 <= args.noise < 1, f"--noise: must be a number in [0, 1), got {args.noise}"),
@@ -1155,6 +1179,7 @@ def main() -> None:
             args.stretch,
             args.unused,
             args.noise,
+            args.spread,
         )
         for t in tasks
     ]
@@ -1179,7 +1204,8 @@ def main() -> None:
         f"\n{len(tasks)} tasks × {len(seeds)} seeds, {args.workers} worker(s), "
         f"{time.perf_counter() - started:.0f} s"
         + (
-            f", curves stretched {args.stretch}x to {stretched_epochs(args.stretch)} epochs"
+            f", curves stretched {'1x to ' if args.spread else ''}{args.stretch}x to "
+            f"{stretched_epochs(args.stretch)} epochs"
             if args.stretch > 1
             else ""
         )

@@ -306,6 +306,34 @@ def test_lcbench_stretch_keeps_the_final_loss_the_best_loss_and_the_cost() -> No
     assert long.seconds_until(long.epochs) == pytest.approx(curve.seconds_until(52))
 
 
+def test_lcbench_spread_gives_each_configuration_its_own_pace_and_a_plateau() -> None:
+    """--stretch K --spread: configuration c learns K^U times slower (U fixed per task and
+    configuration), reaches its recorded final loss at epoch 51 k_c + 1 and stays there; every
+    epoch costs 1/K of its recorded epoch whatever the pace, so the paces differ, not the price."""
+    sys.path.insert(0, str(REPO / "benchmarks"))
+    import numpy as np
+    from lcbench import stretch, stretched_epochs
+
+    from costtune.curves import Curve
+
+    losses = 1.0 / np.arange(1, 53) + 0.2
+    curves = [Curve(f"c{i}", {"learning_rate": 10.0**-i}, losses, np.full(52, 2.0), 1.0) for i in range(1, 9)]
+    spread = [stretch(c, 4, "3945", spread=True) for c in curves]
+    plateaus = []
+    for long in spread:
+        assert long.epochs == stretched_epochs(4)
+        assert long.val_loss[0] == losses[0] and long.val_loss[-1] == pytest.approx(losses[-1])
+        assert long.epoch_seconds.tolist() == [2.0] + [0.5] * 204  # the price of an epoch: K-independent
+        reached = int(np.argmax(np.isclose(long.val_loss, losses[-1]))) + 1
+        assert (long.val_loss[reached - 1 :] == long.val_loss[-1]).all()  # flat from then on
+        assert 52 <= reached <= stretched_epochs(4)
+        plateaus.append(reached)
+    assert len(set(plateaus)) >= 4  # the paces differ between configurations
+    again = stretch(Curve("t1-b", {"learning_rate": 0.1}, losses, np.full(52, 2.0), 1.0), 4, "3945", spread=True)
+    assert again.val_loss.tolist() == spread[0].val_loss.tolist()  # the same configuration, the same pace
+    assert stretch(curves[0], 4, "7593", spread=True).val_loss.tolist() != spread[0].val_loss.tolist()
+
+
 def test_lcbench_noise_is_a_property_of_the_task_and_configuration() -> None:
     """--noise σ: each epoch's loss times exp(σ z); the same (task, configuration) gets the same
     noisy curve whatever its id (every method sees one recorded curve), another task or
@@ -421,6 +449,7 @@ def test_lcbench_refuses_a_bad_unused_or_stretch_in_one_line_and_writes_nothing(
         ["--unused", "2", "--methods", "ray-asha"],
         ["--noise", "-0.1"],
         ["--noise", "0.05", "--methods", "ray-asha"],
+        ["--spread"],
         ["--methods", "grid,costtune-hb-rel-tpe:r0.3sGCW10i5H"],
     ):
         done = subprocess.run(
