@@ -329,7 +329,9 @@ def test_lcbench_spread_gives_each_configuration_its_own_pace_and_a_plateau() ->
         assert 52 <= reached <= stretched_epochs(4)
         plateaus.append(reached)
     assert len(set(plateaus)) >= 4  # the paces differ between configurations
-    again = stretch(Curve("t1-b", {"learning_rate": 0.1}, losses, np.full(52, 2.0), 1.0), 4, "3945", spread=True)
+    again = stretch(
+        Curve("t1-b", {"learning_rate": 0.1}, losses, np.full(52, 2.0), 1.0), 4, "3945", spread=True
+    )
     assert again.val_loss.tolist() == spread[0].val_loss.tolist()  # the same configuration, the same pace
     assert stretch(curves[0], 4, "7593", spread=True).val_loss.tolist() != spread[0].val_loss.tolist()
 
