@@ -212,6 +212,13 @@ def _whole(data: bytes) -> bool:
     return True
 
 
+def _file_whole(path: Path) -> bool:
+    try:
+        return _whole(path.read_bytes())
+    except OSError:
+        return False
+
+
 def keep_ray_state(run_dir: Path, seen: dict[str, tuple[int, int]], source: Path | None = None) -> None:
     """Snapshot Ray's experiment state after each of Tune's saves, whole and consistent.
 
@@ -273,7 +280,12 @@ def repair_ray_state(run_dir: Path) -> str | None:
     if not states:
         return None
     newest = states[-1]
-    whole = _complete_json(newest) is not None
+    state_whole = _complete_json(newest) is not None
+    cut = None if state_whole else newest
+    for path in sorted(_session_files(experiment, _session(newest)).values()):
+        if cut is None and not _file_whole(path):
+            cut = path  # the searcher's state, say, cut while the experiment state is whole
+    whole = cut is None
     snapshot = _read_snapshot(_snapshot_path(run_dir, _session(newest)))
     never_snapshotted = not _snapshot_path(run_dir, _session(newest)).exists()  # not: unreadable
     if never_snapshotted and any(_read_snapshot(_snapshot_path(run_dir, _session(p))) for p in states[:-1]):
@@ -287,7 +299,7 @@ def repair_ray_state(run_dir: Path) -> str | None:
         )
     if snapshot is None:  # a run from before snapshots: a copy of the state file alone
         copy = _complete_json(run_dir / RAY_STATE_COPIES / newest.name)
-        snapshot = {newest.name: copy} if copy is not None and not whole else None
+        snapshot = {newest.name: copy} if copy is not None and not state_whole else None
     if snapshot is not None:
         live = {
             name: path.read_bytes() for name, path in _session_files(experiment, _session(newest)).items()
@@ -296,10 +308,11 @@ def repair_ray_state(run_dir: Path) -> str | None:
             return None
         for name, data in snapshot.items():
             write_bytes_atomic(experiment / name, data)
-        if not whole:
+        if cut is not None and cut.name not in snapshot:  # nothing to put back: not loaded cut
+            os.replace(cut, cut.with_name(cut.name + ".corrupt"))
+        if cut is not None:
             return (
-                f"Ray's run state {newest.name} was cut off by the interruption; "
-                "put back its last complete copy"
+                f"Ray's run state {cut.name} was cut off by the interruption; put back its last complete copy"
             )
         return (
             f"Ray's run state {newest.name} was caught mid-save by the interruption; "
@@ -307,14 +320,15 @@ def repair_ray_state(run_dir: Path) -> str | None:
         )
     if whole:
         return None
+    assert cut is not None
     older = [p for p in states[:-1] if _complete_json(p) is not None]
     if older:
-        os.replace(newest, newest.with_name(newest.name + ".corrupt"))
-        return (
-            f"Ray's run state {newest.name} was cut off by the interruption; resuming from {older[-1].name}"
-        )
+        # the whole session is set aside: Tune loads the searcher's newest state by name
+        for path in _session_files(experiment, _session(newest)).values():
+            os.replace(path, path.with_name(path.name + ".corrupt"))
+        return f"Ray's run state {cut.name} was cut off by the interruption; resuming from {older[-1].name}"
     raise ConfigError(
-        f"--resume: Ray's run state {newest} was cut off by the interruption and no complete copy exists; "
+        f"--resume: Ray's run state {cut} was cut off by the interruption and no complete copy exists; "
         "the ledger and tables are intact (costtune report works), but the sweep cannot continue"
     )
 

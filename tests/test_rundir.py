@@ -160,6 +160,45 @@ def test_the_snapshot_is_taken_from_the_drivers_staging_folder_not_from_a_copy_i
     assert _state(experiment, session) == (3, "optuna:3", 3)
 
 
+def test_a_cut_searcher_state_beside_a_whole_experiment_state_is_repaired_or_refused(tmp_path) -> None:
+    """Tune loads the searcher's state as well as the experiment's: a cut one fails the restore,
+    and Tune then starts the sweep again from nothing. Put back from the snapshot; with none,
+    the session before it stands in (this one set aside whole); with neither, one line."""
+    from costtune.rundir import keep_ray_state, repair_ray_state
+
+    experiment = tmp_path / "ray"
+    experiment.mkdir()
+    first, second = "2026-12-01_10-00-00", "2026-12-01_11-00-00"
+    _tune_save(experiment, first, 3)
+    keep_ray_state(tmp_path, {})
+    searcher = experiment / f"searcher-state-{first}.pkl"
+    searcher.write_bytes(searcher.read_bytes()[:5])
+    note = repair_ray_state(tmp_path)
+    assert note is not None and searcher.name in note and "put back" in note
+    assert _state(experiment, first) == (3, "optuna:3", 3)
+
+    _tune_save(experiment, second, 4)  # a resumed session, never snapshotted, its searcher cut
+    (experiment / f"searcher-state-{second}.pkl").write_bytes(b"")
+    for snapshot in (tmp_path / ".ray_state").iterdir():
+        snapshot.unlink()
+    note = repair_ray_state(tmp_path)
+    assert note is not None and f"searcher-state-{second}.pkl" in note and first in note
+    assert sorted(p.name for p in experiment.glob(f"*{second}*")) == [
+        f"experiment_state-{second}.json.corrupt",
+        f"search_gen_state-{second}.json.corrupt",
+        f"searcher-state-{second}.pkl.corrupt",
+    ]
+
+    for path in experiment.glob(f"*{first}*"):
+        path.unlink()
+    _tune_save(experiment, second, 4)
+    (experiment / f"search_gen_state-{second}.json").write_bytes(b"\x80\x05\x95")  # a cut pickle
+    with pytest.raises(
+        ConfigError, match=f"--resume: Ray's run state .*search_gen_state-{second}.json was cut"
+    ):
+        repair_ray_state(tmp_path)
+
+
 def test_a_kill_between_the_files_of_one_save_resumes_from_the_last_whole_save(tmp_path) -> None:
     """Tune writes the experiment state, then the searcher's state and its trial count. A kill
     in between leaves an experiment of 3 trials and a searcher that counts 2 (Tune would create
