@@ -198,6 +198,8 @@ def _read_snapshot(path: Path) -> dict[str, bytes] | None:
             files = {name: archive.read(name) for name in archive.namelist()}
     except (OSError, zipfile.BadZipFile, KeyError, EOFError):
         return None
+    if not all(_whole(data) for data in files.values()):  # taken mid-copy by an older costtune
+        return None
     return files if any(name.startswith(_STATE_PREFIX) for name in files) else None
 
 
