@@ -274,10 +274,11 @@ def prepare(task: str) -> Task:
     candidates = pool + grid
     floor = {}
     for name, target in targets.items():
-        full_costs = [
-            c.seconds_until(c.epochs) / 3600 * USD_PER_HOUR for c in candidates if c.val_loss[-1] <= target
-        ]
-        floor[name] = min(full_costs)
+        reaching = [c for c in candidates if c.val_loss[-1] <= target]
+        # with --noise, GRID's target is the grid's luckiest epoch, which no final loss may reach
+        # (--spread's flat tails draw hundreds of noisy epochs): then any epoch reaching it counts
+        reaching = reaching or [c for c in candidates if c.val_loss.min() <= target]
+        floor[name] = min(c.seconds_until(c.epochs) / 3600 * USD_PER_HOUR for c in reaching)
     return Task(
         name=task,
         budget=grid_sim.total_usd,
