@@ -265,6 +265,16 @@ def curves_of(task: str, configs: list[dict[str, float]], prefix: str = "") -> l
     return [dataclasses.replace(c, config_id=f"{prefix}{c.config_id}") for c in curves] if prefix else curves
 
 
+def oracle_floor(candidates: list[Curve], target: float) -> float:
+    """The dollars of the cheapest full run among ``candidates`` whose final loss reaches
+    ``target``. With --noise, GRID's target is the grid's luckiest epoch, which no final loss
+    may reach (--spread's flat tails draw hundreds of noisy epochs): then the cheapest full run
+    among those whose curve reaches it at any epoch."""
+    reaching = [c for c in candidates if c.val_loss[-1] <= target]
+    reaching = reaching or [c for c in candidates if c.val_loss.min() <= target]
+    return min(c.seconds_until(c.epochs) / 3600 * USD_PER_HOUR for c in reaching)
+
+
 def prepare(task: str) -> Task:
     grid = curves_of(task, reference_grid(), prefix="grid-")
     pool = curves_of(task, random_configs(2000, 12345), prefix="pool-")
@@ -272,13 +282,7 @@ def prepare(task: str) -> Task:
     finals = np.array([c.val_loss[-1] for c in pool])
     targets = {"GRID": grid_sim.best_loss, "TOP1": float(np.percentile(finals, 1))}
     candidates = pool + grid
-    floor = {}
-    for name, target in targets.items():
-        reaching = [c for c in candidates if c.val_loss[-1] <= target]
-        # with --noise, GRID's target is the grid's luckiest epoch, which no final loss may reach
-        # (--spread's flat tails draw hundreds of noisy epochs): then any epoch reaching it counts
-        reaching = reaching or [c for c in candidates if c.val_loss.min() <= target]
-        floor[name] = min(c.seconds_until(c.epochs) / 3600 * USD_PER_HOUR for c in reaching)
+    floor = {name: oracle_floor(candidates, target) for name, target in targets.items()}
     return Task(
         name=task,
         budget=grid_sim.total_usd,

@@ -336,6 +336,23 @@ def test_lcbench_spread_gives_each_configuration_its_own_pace_and_a_plateau() ->
     assert stretch(curves[0], 4, "7593", spread=True).val_loss.tolist() != spread[0].val_loss.tolist()
 
 
+def test_lcbench_oracle_floor_is_the_cheapest_full_run_reaching_the_target() -> None:
+    """The cheapest full run whose final loss reaches the target; when none does (a target set
+    by a lucky noisy epoch), the cheapest whose curve reaches it at any epoch."""
+    sys.path.insert(0, str(REPO / "benchmarks"))
+    import numpy as np
+    from lcbench import USD_PER_HOUR, oracle_floor
+
+    from costtune.curves import Curve
+
+    dip = np.r_[np.full(20, 0.5), 0.29, np.full(31, 0.4)]  # one lucky epoch, a final of 0.4
+    cheap_dip = Curve("a", {}, dip, np.full(52, 36.0), 1.0)
+    dear_final = Curve("b", {}, np.linspace(0.5, 0.3, 52), np.full(52, 72.0), 1.0)
+    hour = 3600 / USD_PER_HOUR  # seconds that cost one dollar
+    assert oracle_floor([cheap_dip, dear_final], 0.3) == pytest.approx(52 * 72.0 / hour)
+    assert oracle_floor([cheap_dip, dear_final], 0.29) == pytest.approx(52 * 36.0 / hour)
+
+
 def test_lcbench_noise_is_a_property_of_the_task_and_configuration() -> None:
     """--noise σ: each epoch's loss times exp(σ z); the same (task, configuration) gets the same
     noisy curve whatever its id (every method sees one recorded curve), another task or
