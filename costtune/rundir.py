@@ -248,16 +248,15 @@ def keep_ray_state(run_dir: Path, seen: dict[str, tuple[int, int]], source: Path
         key = (stat.st_mtime_ns, stat.st_size)  # every save rewrites it first: one stat per step
         if seen.get(state.name) == key:
             continue
-        if _complete_json(state) is None:
-            continue  # mid-write (a save outside Tune's loop): the next step sees it whole
-        files = {}
-        for name, path in sorted(_session_files(experiment, _session(state)).items()):
-            try:
-                files[name] = path.read_bytes()
-            except OSError:
-                return
-            if not _whole(files[name]):
-                return  # mid-copy: the next step sees the set whole
+        try:
+            files = {
+                name: path.read_bytes()
+                for name, path in sorted(_session_files(experiment, _session(state)).items())
+            }
+        except OSError:
+            continue
+        if not all(_whole(data) for data in files.values()):
+            continue  # mid-write or mid-copy: the next step sees the set whole
         buffer = io.BytesIO()
         with zipfile.ZipFile(buffer, "w") as archive:
             for name, data in files.items():
@@ -283,10 +282,9 @@ def repair_ray_state(run_dir: Path) -> str | None:
         return None
     newest = states[-1]
     state_whole = _complete_json(newest) is not None
-    cut = None if state_whole else newest
-    for path in sorted(_session_files(experiment, _session(newest)).values()):
-        if cut is None and not _file_whole(path):
-            cut = path  # the searcher's state, say, cut while the experiment state is whole
+    # the experiment state, or another file of its save (the searcher's state, say)
+    session = sorted(_session_files(experiment, _session(newest)).values())
+    cut = newest if not state_whole else next((p for p in session if not _file_whole(p)), None)
     whole = cut is None
     snapshot = _read_snapshot(_snapshot_path(run_dir, _session(newest)))
     never_snapshotted = not _snapshot_path(run_dir, _session(newest)).exists()  # not: unreadable
