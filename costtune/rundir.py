@@ -321,7 +321,9 @@ def repair_ray_state(run_dir: Path) -> str | None:
     if whole:
         return None
     assert cut is not None
-    older = [p for p in states[:-1] if _complete_json(p) is not None]
+    older = [
+        p for p in states[:-1] if all(map(_file_whole, _session_files(experiment, _session(p)).values()))
+    ]
     if older:
         # the whole session is set aside: Tune loads the searcher's newest state by name
         for path in _session_files(experiment, _session(newest)).values():

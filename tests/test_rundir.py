@@ -190,6 +190,13 @@ def test_a_cut_searcher_state_beside_a_whole_experiment_state_is_repaired_or_ref
         f"searcher-state-{second}.pkl.corrupt",
     ]
 
+    _tune_save(experiment, second, 4)  # both sessions' searcher states cut: the older cannot stand in
+    (experiment / f"searcher-state-{second}.pkl").write_bytes(b"")
+    searcher.write_bytes(b"")
+    with pytest.raises(ConfigError, match=f"searcher-state-{second}.pkl was cut"):
+        repair_ray_state(tmp_path)
+    assert (experiment / f"experiment_state-{second}.json").is_file()  # refused: nothing moved
+
     for path in experiment.glob(f"*{first}*"):
         path.unlink()
     _tune_save(experiment, second, 4)
