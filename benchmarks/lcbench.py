@@ -203,6 +203,13 @@ def stretched_epochs(k: int) -> int:
     return 51 * k + 1
 
 
+def _config_rng(curve: Curve, salt: str) -> np.random.Generator:
+    """A generator seeded by ``salt`` and the configuration's recorded values (not its id): every
+    method's run of one configuration draws the same numbers."""
+    key = repr(sorted((k, float(v)) for k, v in curve.hyperparameters.items() if k in RECORDED))
+    return np.random.default_rng(zlib.crc32(f"{salt}|{key}".encode()))
+
+
 def stretch(curve: Curve, k: int, task: str = "", spread: bool = False) -> Curve:
     """``curve`` trained ``k`` times longer: 51 k + 1 epochs in place of 52, the same total cost.
 
@@ -226,8 +233,7 @@ def stretch(curve: Curve, k: int, task: str = "", spread: bool = False) -> Curve
         return curve
     pace = float(k)
     if spread:
-        key = repr(sorted((n, float(v)) for n, v in curve.hyperparameters.items() if n in RECORDED))
-        pace = float(k) ** np.random.default_rng(zlib.crc32(f"spread|{task}|{key}".encode())).uniform()
+        pace = float(k) ** _config_rng(curve, f"spread|{task}").uniform()
     u = np.minimum(1.0 + np.arange(stretched_epochs(k)) / pace, curve.epochs)
     recorded = np.arange(1, curve.epochs + 1)
     seconds = curve.epoch_seconds[np.ceil(u).astype(int) - 1] / k
@@ -252,8 +258,7 @@ def noisy(curve: Curve, sigma: float, task: str) -> Curve:
     """
     if sigma == 0:
         return curve
-    key = repr(sorted((k, float(v)) for k, v in curve.hyperparameters.items() if k in RECORDED))
-    rng = np.random.default_rng(zlib.crc32(f"{task}|{key}".encode()))
+    rng = _config_rng(curve, task)
     factors = np.exp(sigma * rng.standard_normal(curve.epochs))
     return dataclasses.replace(curve, val_loss=curve.val_loss * factors)
 
