@@ -117,8 +117,9 @@ TARGETS = ("GRID", "TOP1")
 WORKERS = 1
 #: --stretch K: every curve is K times longer (module docstring); set per process by measure_task
 STRETCH = 1
-#: --spread: with --stretch K, each configuration's own factor in [1, K] (see :func:`stretch`)
-SPREAD = False
+#: --spread: with --stretch K, each configuration's own factor in [1, K] (see :func:`stretch`):
+#: "" (off), "random" or "lr"
+SPREAD = ""
 #: the epochs of a full run: 52, or 51 K + 1 stretched
 MAX_EPOCHS = 52
 #: --noise σ: every epoch's val CE × exp(σ z), z standard normal, fixed per (task,
@@ -155,6 +156,8 @@ SPACE = {
     "max_units": Mutation("logint", 64, 1024),
     "max_dropout": Mutation("uniform", 0.0, 1.0),
 }
+#: the learning rate's range in SPACE (what ``--spread lr`` scales the pace over)
+SPACE_LR = (SPACE["learning_rate"].low, SPACE["learning_rate"].high)
 #: the hyperparameters the surrogate knows; SPACE may hold --unused ones beside them
 RECORDED = tuple(SPACE)
 
@@ -210,7 +213,7 @@ def _config_rng(curve: Curve, salt: str) -> np.random.Generator:
     return np.random.default_rng(zlib.crc32(f"{salt}|{key}".encode()))
 
 
-def stretch(curve: Curve, k: int, task: str = "", spread: bool = False) -> Curve:
+def stretch(curve: Curve, k: int, task: str = "", spread: bool | str = False) -> Curve:
     """``curve`` trained ``k`` times longer: 51 k + 1 epochs in place of 52, the same total cost.
 
     Epoch e of the stretched curve is epoch u = 1 + (e - 1) / k of the recorded one (the loss
@@ -224,19 +227,34 @@ def stretch(curve: Curve, k: int, task: str = "", spread: bool = False) -> Curve
     method, unrelated to its hyperparameters, so no searcher can learn it). Epoch e is recorded
     epoch min(52, 1 + (e - 1) / k_c): a fast configuration reaches its recorded final loss at
     epoch 51 k_c + 1 and stays there to the run's 51 k + 1 epochs, as a run with a high learning
-    rate flattens and then buys nothing. Every epoch still costs 1/k of its recorded epoch's
-    seconds (the price of an epoch is the model's, not its pace), so a full run costs what it
-    did; the final losses, the targets and the grid's budget are the recorded ones. Fast
+    rate flattens and then buys nothing. Epoch e costs what it costs without ``spread`` (1/k of
+    recorded epoch ⌈1 + (e - 1) / k⌉'s seconds: the price of an epoch is the model's, not its
+    pace), so a full run costs what it did; the final losses, the targets and the grid's budget
+    are the recorded ones. Fast
     starters that plateau and slow ones that end best cross: early ranks say less.
+
+    ``spread="lr"`` (``--spread lr``): the pace follows the learning rate, as real training's
+    does: U = (log 0.1 − log lr) / (log 0.1 − log 1e-4), the protocol's learning-rate range,
+    so the smallest learning rate learns k times slower and the largest at the recorded pace.
+    Early ranks then mislead the same way in every run: a searcher told early losses learns
+    that large learning rates are good, and a first rung keeps the fast starters.
     """
     if k == 1:
         return curve
     pace = float(k)
-    if spread:
+    if spread == "lr":
+        low, high = SPACE_LR
+        lr = float(np.clip(curve.hyperparameters["learning_rate"], low, high))
+        pace = float(k) ** (math.log(high / lr) / math.log(high / low))
+    elif spread:
         pace = float(k) ** _config_rng(curve, f"spread|{task}").uniform()
     u = np.minimum(1.0 + np.arange(stretched_epochs(k)) / pace, curve.epochs)
     recorded = np.arange(1, curve.epochs + 1)
-    seconds = curve.epoch_seconds[np.ceil(u).astype(int) - 1] / k
+    # the price follows the clock of a k-times-longer run, whatever the pace: recorded epoch j
+    # (j ≥ 2) is paid k times at 1/k of its seconds (the surrogate's seconds vary by epoch, so
+    # pricing by the pace's recorded epoch would make a fast configuration's run cheaper or dearer)
+    priced = 1.0 + np.arange(stretched_epochs(k)) / k
+    seconds = curve.epoch_seconds[np.ceil(priced).astype(int) - 1] / k
     seconds[0] = curve.epoch_seconds[0]
     return dataclasses.replace(
         curve,
@@ -1115,10 +1133,14 @@ def main() -> None:
     )
     parser.add_argument(
         "--spread",
-        action="store_true",
-        help="with --stretch K: each configuration learns at its own pace, K^U times slower (U "
-        "uniform in [0, 1], fixed per task and configuration); fast ones flatten and then stay "
-        "flat to the 51 K + 1 epochs, slow ones end best, so early ranks mislead",
+        nargs="?",
+        const="random",
+        default="",
+        metavar="{random,lr}",
+        help="with --stretch K: each configuration learns at its own pace, K^U times slower; fast "
+        "ones flatten and then stay flat to the 51 K + 1 epochs, slow ones end best, so early "
+        "ranks mislead. random (the default): U uniform in [0, 1], fixed per task and "
+        "configuration; lr: U from the learning rate, 1 at the smallest, 0 at the largest",
     )
     parser.add_argument(
         "--unused",
@@ -1164,6 +1186,7 @@ def main() -> None:
     refused = (
         (args.stretch < 1, f"--stretch: must be an integer >= 1, got {args.stretch}"),
         (ray_run and args.stretch > 1, "--stretch: the Ray methods replay the recorded 52-epoch curves only"),
+        (args.spread not in ("", "random", "lr"), f"--spread: must be random or lr, got {args.spread!r}"),
         (args.spread and args.stretch < 2, "--spread: needs --stretch K with K >= 2 (the slowest pace)"),
         (args.unused < 0, f"--unused: must be an integer >= 0, got {args.unused}"),
         (ray_run and args.unused > 0, "--unused: the Ray methods replay the recorded configurations only"),
@@ -1214,7 +1237,8 @@ def main() -> None:
         f"\n{len(tasks)} tasks × {len(seeds)} seeds, {args.workers} worker(s), "
         f"{time.perf_counter() - started:.0f} s"
         + (
-            f", curves stretched {'1x to ' if args.spread else ''}{args.stretch}x to "
+            f", curves stretched {'1x to ' if args.spread else ''}{args.stretch}x"
+            f"{' by learning rate' if args.spread == 'lr' else ''} to "
             f"{stretched_epochs(args.stretch)} epochs"
             if args.stretch > 1
             else ""

@@ -309,7 +309,7 @@ def test_lcbench_stretch_keeps_the_final_loss_the_best_loss_and_the_cost() -> No
 def test_lcbench_spread_gives_each_configuration_its_own_pace_and_a_plateau() -> None:
     """--stretch K --spread: configuration c learns K^U times slower (U fixed per task and
     configuration), reaches its recorded final loss at epoch 51 k_c + 1 and stays there; every
-    epoch costs 1/K of its recorded epoch whatever the pace, so the paces differ, not the price."""
+    epoch costs what it costs without --spread, whatever the pace: the paces differ, not the price."""
     sys.path.insert(0, str(REPO / "benchmarks"))
     import numpy as np
     from lcbench import stretch, stretched_epochs
@@ -334,6 +334,35 @@ def test_lcbench_spread_gives_each_configuration_its_own_pace_and_a_plateau() ->
     )
     assert again.val_loss.tolist() == spread[0].val_loss.tolist()  # the same configuration, the same pace
     assert stretch(curves[0], 4, "7593", spread=True).val_loss.tolist() != spread[0].val_loss.tolist()
+    # the surrogate's seconds vary by epoch: a full run still costs what it did, at any pace
+    varying = np.linspace(3.0, 1.0, 52)
+    for i in range(1, 9):
+        curve = Curve(f"v{i}", {"learning_rate": 10.0**-i}, losses, varying, 1.0)
+        for how in (True, "lr"):
+            long = stretch(curve, 4, "3945", spread=how)
+            assert long.epoch_seconds.tolist() == stretch(curve, 4).epoch_seconds.tolist()
+            assert long.seconds_until(long.epochs) == pytest.approx(varying.sum())
+
+
+def test_lcbench_spread_by_learning_rate_slows_the_small_learning_rates() -> None:
+    """--spread lr: the pace is K^U with U 0 at the largest learning rate of the protocol's range
+    (0.1, the recorded pace), 1 at the smallest (1e-4, K times slower), log-linear between."""
+    sys.path.insert(0, str(REPO / "benchmarks"))
+    import numpy as np
+    from lcbench import stretch, stretched_epochs
+
+    from costtune.curves import Curve
+
+    losses = 1.0 / np.arange(1, 53) + 0.2
+
+    def plateau(lr: float) -> int:
+        long = stretch(Curve("c", {"learning_rate": lr}, losses, np.full(52, 2.0), 1.0), 8, "t", spread="lr")
+        return int(np.argmax(np.isclose(long.val_loss, losses[-1]))) + 1
+
+    assert plateau(0.1) == 52 and plateau(1.0) == 52  # the recorded pace (clipped to the range)
+    assert plateau(1e-4) == stretched_epochs(8)  # eight times slower
+    assert plateau(1e-4 * 10**1.5) == pytest.approx(51 * 8**0.5 + 1, abs=1)  # halfway: K^0.5
+    assert plateau(0.01) < plateau(0.001) < plateau(1e-4)
 
 
 def test_lcbench_oracle_floor_is_the_cheapest_full_run_reaching_the_target() -> None:
@@ -469,6 +498,7 @@ def test_lcbench_refuses_a_bad_unused_or_stretch_in_one_line_and_writes_nothing(
         ["--noise", "-0.1"],
         ["--noise", "0.05", "--methods", "ray-asha"],
         ["--spread"],
+        ["--spread", "pace", "--stretch", "4"],
         ["--methods", "grid,costtune-hb-rel-tpe:r0.3sGCW10i5H"],
     ):
         done = subprocess.run(
