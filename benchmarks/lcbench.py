@@ -230,14 +230,15 @@ def stretch(curve: Curve, k: int, task: str = "", spread: bool | str = False) ->
     rate flattens and then buys nothing. Epoch e costs what it costs without ``spread`` (1/k of
     recorded epoch ⌈1 + (e - 1) / k⌉'s seconds: the price of an epoch is the model's, not its
     pace), so a full run costs what it did; the final losses, the targets and the grid's budget
-    are the recorded ones. Fast
-    starters that plateau and slow ones that end best cross: early ranks say less.
+    are the recorded ones. Fast starters that plateau and slow ones that end best cross: early
+    ranks say less.
 
     ``spread="lr"`` (``--spread lr``): the pace follows the learning rate, as real training's
     does: U = (log 0.1 − log lr) / (log 0.1 − log 1e-4), the protocol's learning-rate range,
     so the smallest learning rate learns k times slower and the largest at the recorded pace.
-    Early ranks then mislead the same way in every run: a searcher told early losses learns
-    that large learning rates are good, and a first rung keeps the fast starters.
+    Early ranks then err the same way in every run (a first rung keeps the large learning
+    rates), and a searcher can learn the pace. On LCBench, where large learning rates mostly
+    end best, that is the gentler of the two (benchmarks/RESULTS.md, stop 29).
     """
     if k == 1:
         return curve
