@@ -156,8 +156,6 @@ SPACE = {
     "max_units": Mutation("logint", 64, 1024),
     "max_dropout": Mutation("uniform", 0.0, 1.0),
 }
-#: the learning rate's range in SPACE (what ``--spread lr`` scales the pace over)
-SPACE_LR = (SPACE["learning_rate"].low, SPACE["learning_rate"].high)
 #: the hyperparameters the surrogate knows; SPACE may hold --unused ones beside them
 RECORDED = tuple(SPACE)
 
@@ -244,7 +242,7 @@ def stretch(curve: Curve, k: int, task: str = "", spread: bool | str = False) ->
         return curve
     pace = float(k)
     if spread == "lr":
-        low, high = SPACE_LR
+        low, high = SPACE["learning_rate"].low, SPACE["learning_rate"].high
         lr = float(np.clip(curve.hyperparameters["learning_rate"], low, high))
         pace = float(k) ** (math.log(high / lr) / math.log(high / low))
     elif spread:
