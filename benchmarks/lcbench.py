@@ -72,7 +72,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import peers
-from paired import geo_mean, mcnemar, sign_test
+from paired import bootstrap_interval, geo_mean, mcnemar, sign_test
 from peers import PEER_SETTINGS, run_peer
 
 from costtune.curves import Curve, curves_from_frame
@@ -1035,7 +1035,8 @@ def summarise(rows: list[dict[str, Any]], reference: str = REFERENCE) -> str:
             "whole budget); successes only: the same over successful runs (tasks with one); ×floor: median "
             "over tasks of the per-task median cost-to-target ÷ oracle floor (failure = budget); wall h: "
             "geometric mean over tasks of the per-task median simulated wall-clock hours to the target "
-            "(successful runs); regret: "
+            "(successful runs); 95%: percentile bootstrap intervals of cost/grid and ×floor (each "
+            "task's seeds resampled, 2,000 draws, seed 0); regret: "
             "median relative regret at budget; vs "
             f"{reference}: paired over (task, seed) — sign test on cost (failure = ∞): "
             f"{reference} cheaper/dearer, p; "
@@ -1043,7 +1044,8 @@ def summarise(rows: list[dict[str, Any]], reference: str = REFERENCE) -> str:
         )
         out.append(
             "| method | success | cost/grid | successes only (tasks) | ×floor | wall h | regret | sign W/L p "
-            "| McNemar b/c p |\n|---|---:|---:|---:|---:|---:|---:|---:|---:|"
+            "| McNemar b/c p | cost/grid 95% | ×floor 95% |\n"
+            "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
         )
         for method in methods:
             mine = [r for r in rows if r["method"] == method]
@@ -1051,6 +1053,7 @@ def summarise(rows: list[dict[str, Any]], reference: str = REFERENCE) -> str:
             ok = [c for c in costs if math.isfinite(c)]
             tasks = sorted({str(r["task"]) for r in mine})
             medians, medians_ok, floors, hours = [], [], [], []
+            rel_groups, floor_groups = [], []  # each task's runs, for the bootstrap intervals
             for t in tasks:
                 # (cost ÷ budget with a failure as 1.0, cost ÷ oracle floor, reached?)
                 runs = [
@@ -1059,6 +1062,8 @@ def summarise(rows: list[dict[str, Any]], reference: str = REFERENCE) -> str:
                     if r["task"] == t
                     for u, b in [(float(r[f"usd_{target}"]), float(r["budget"]))]
                 ]
+                rel_groups.append([rel for rel, _, _ in runs])
+                floor_groups.append([fl for _, fl, _ in runs])
                 medians.append(statistics.median(rel for rel, _, _ in runs))
                 floors.append(statistics.median(fl for _, fl, _ in runs))
                 reached = [rel for rel, _, ok in runs if ok]
@@ -1097,6 +1102,8 @@ def summarise(rows: list[dict[str, Any]], reference: str = REFERENCE) -> str:
                 f"{regret:.4f}",
                 versus,
                 success,
+                "{:.3f}–{:.3f}".format(*bootstrap_interval(rel_groups, geo_mean)),
+                "{:.1f}–{:.1f}".format(*bootstrap_interval(floor_groups, statistics.median)),
             ]
             out.append("| " + " | ".join(cells) + " |")
     return "\n".join(out)

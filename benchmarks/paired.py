@@ -1,4 +1,5 @@
-"""Paired statistics for benchmark tables: exact sign test, exact McNemar, geometric mean.
+"""Paired statistics for benchmark tables: exact sign test, exact McNemar, geometric mean, and a
+seeded bootstrap interval of a table's figure.
 
 Pure Python (math.comb), so the benchmark needs no SciPy; tests check them against SciPy.
 """
@@ -6,7 +7,9 @@ Pure Python (math.comb), so the benchmark needs no SciPy; tests check them again
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Sequence
+import random
+import statistics
+from collections.abc import Callable, Iterable, Sequence
 
 
 def binomial_two_sided(k: int, n: int) -> float:
@@ -41,3 +44,27 @@ def mcnemar(ours: Sequence[bool], theirs: Sequence[bool]) -> tuple[int, int, flo
 def geo_mean(values: Iterable[float]) -> float:
     logs = [math.log(v) for v in values]
     return math.exp(sum(logs) / len(logs)) if logs else math.nan
+
+
+def bootstrap_interval(
+    groups: Sequence[Sequence[float]],
+    statistic: Callable[[list[float]], float],
+    draws: int = 2000,
+    level: float = 0.95,
+    seed: int = 0,
+) -> tuple[float, float]:
+    """Percentile bootstrap interval of ``statistic`` over the per-group medians.
+
+    Each draw resamples every group's values with replacement (the seeds of one task), takes
+    each group's median and applies ``statistic`` across the groups (a median or geometric
+    mean over tasks), as a table computes its figure. Seeded: the same input gives the same
+    interval. Returns (low, high) at the two-sided ``level``.
+    """
+    if draws < 1 or not groups or any(not g for g in groups):
+        raise ValueError("bootstrap_interval: needs draws >= 1 and at least one value in every group")
+    rng = random.Random(seed)
+    stats = sorted(
+        statistic([statistics.median(rng.choices(g, k=len(g))) for g in groups]) for _ in range(draws)
+    )
+    cut = min(draws // 2, round((1 - level) / 2 * draws))  # draws cut from each tail
+    return stats[cut], stats[draws - 1 - cut]

@@ -58,6 +58,36 @@ def test_paired_statistics_agree_with_scipy() -> None:
     assert math.isclose(geo_mean([1, 4, 16]), 4.0) and math.isnan(geo_mean([]))
 
 
+def test_bootstrap_interval_covers_the_true_median_of_task_medians() -> None:
+    import statistics
+
+    import numpy as np
+
+    sys.path.insert(0, str(REPO / "benchmarks"))
+    from paired import bootstrap_interval
+
+    # four "tasks" of 15 "seeds" each, log-normal costs around known task medians: the table's
+    # figure is the median over tasks of each task's median, so the truth is the median of those
+    true_medians = [2.0, 5.0, 8.0, 20.0]
+    truth = statistics.median(true_medians)
+    rng = np.random.default_rng(7)
+    covered, widths = 0, []
+    for _ in range(100):
+        groups = [list(m * np.exp(rng.normal(0.0, 0.5, 15))) for m in true_medians]
+        low, high = bootstrap_interval(groups, statistics.median, draws=400)
+        assert low <= statistics.median(statistics.median(g) for g in groups) <= high
+        covered += low <= truth <= high
+        widths.append(high - low)
+    assert covered >= 80  # a 95% interval; 100 tries
+    tight = [list(m * np.exp(rng.normal(0.0, 0.05, 15))) for m in true_medians]
+    low, high = bootstrap_interval(tight, statistics.median, draws=400)
+    assert high - low < min(widths)  # less spread between seeds, a narrower interval
+    assert bootstrap_interval(tight, statistics.median, draws=400) == (low, high)  # seeded
+    assert bootstrap_interval([[3.0, 3.0], [5.0]], statistics.median) == (4.0, 4.0)
+    with pytest.raises(ValueError, match="at least one value in every group"):
+        bootstrap_interval([[1.0], []], statistics.median)
+
+
 def test_lcbench_table_pairs_runs_by_task_and_seed() -> None:
     sys.path.insert(0, str(REPO / "benchmarks"))
     from lcbench import parse_variant, summarise
@@ -115,6 +145,10 @@ def test_lcbench_table_pairs_runs_by_task_and_seed() -> None:
     ours = next(line for line in grid_part.splitlines() if line.startswith("| costtune-hb-tpe |"))
     peer = next(line for line in grid_part.splitlines() if line.startswith("| peer |"))
     assert "| 6/6 | 0.200 | 0.200 (2/2) | 2.0 |" in ours  # medians 2/10 on both tasks; ×floor median 2
+    # the bootstrap intervals: each task's seeds cost 0.1, 0.2, 0.3 of the budget (1, 2, 3 floors)
+    rel_low, rel_high = map(float, ours.split("|")[10].split("–"))
+    floor_low, floor_high = map(float, ours.split("|")[11].split("–"))
+    assert 0.1 <= rel_low < 0.2 < rel_high <= 0.3 and 1.0 <= floor_low < 2.0 < floor_high <= 3.0
     assert peer.split("|")[2].strip() == "4/6"
     # failures count as the whole budget (1.0): task medians of (1.0, 0.3, 0.4) → 0.4 on both tasks;
     # over the successes alone, (0.3, 0.4) → 0.35
