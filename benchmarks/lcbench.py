@@ -975,6 +975,40 @@ COLUMNS = (
 )
 
 
+#: the columns the table reads from a CSV given to --from (hours_* are optional: older CSVs)
+SUMMARISED = (
+    "method",
+    "task",
+    "seed",
+    "budget",
+    "regret",
+    "usd_GRID",
+    "floor_GRID",
+    "usd_TOP1",
+    "floor_TOP1",
+)
+
+
+def read_rows(path: str) -> list[dict[str, Any]]:
+    """A CSV this script wrote (or one saved from it by pandas, whose missing values are empty
+    cells, read here as NaN), for --from. A missing file or column, or a seed that is not an
+    integer, is a ValueError in one line naming the file."""
+    try:
+        with open(path, newline="") as fh:
+            reader = csv.DictReader(fh)
+            missing = [c for c in SUMMARISED if c not in (reader.fieldnames or ())]
+            if missing:
+                raise ValueError(f"--from: {path}: no column {', '.join(missing)}")
+            rows = [{k: (v if v != "" else "nan") for k, v in r.items()} for r in reader]
+            return [{**r, "seed": int(r["seed"])} for r in rows]
+    except OSError as exc:
+        raise ValueError(f"--from: {path}: {exc.strerror or exc}") from None
+    except ValueError as exc:
+        if str(exc).startswith("--from:"):
+            raise
+        raise ValueError(f"--from: {path}: a seed is not an integer ({exc})") from None
+
+
 def measure(task: Task, seed: int, method: str) -> dict[str, Any]:
     global _stopped_short
     started = time.perf_counter()
@@ -1172,10 +1206,11 @@ def main() -> None:
     )
     args = parser.parse_args()
     if args.from_csv:
-        rows: list[dict[str, Any]] = []
-        for path in args.from_csv:
-            with open(path) as fh:
-                rows.extend({**r, "seed": int(r["seed"])} for r in csv.DictReader(fh))
+        try:
+            rows = [row for path in args.from_csv for row in read_rows(path)]
+        except ValueError as exc:
+            print(f"lcbench.py: error: {exc}", file=sys.stderr)
+            raise SystemExit(2) from None
         print(summarise(rows, args.reference or REFERENCE))
         return
     named = {"dev": list(DEV_TASKS), "test": list(TEST_TASKS), "wider": list(WIDER_TASKS)}

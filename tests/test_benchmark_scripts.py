@@ -547,6 +547,38 @@ def test_lcbench_refuses_a_bad_unused_or_stretch_in_one_line_and_writes_nothing(
         assert partial.read_text() == "an earlier run\n" and not out.exists()
 
 
+def test_lcbench_from_reads_a_pandas_saved_csv_and_refuses_a_bad_one_in_one_line(tmp_path: Path) -> None:
+    """--from: a CSV saved again by pandas (missing values as empty cells) is read as the
+    script's own (empty = NaN); a missing file, a missing column or a seed that is not an
+    integer is one line naming the file, exit 2."""
+    sys.path.insert(0, str(REPO / "benchmarks"))
+    from lcbench import SUMMARISED, read_rows
+
+    header = ",".join(SUMMARISED)
+    good = tmp_path / "runs.csv"
+    good.write_text(f"{header}\ncosttune-hb-tpe,3945,0,10.0,,1.0,0.5,,1.0\n")
+    (row,) = read_rows(str(good))
+    assert row["seed"] == 0 and math.isnan(float(row["regret"])) and math.isnan(float(row["usd_TOP1"]))
+    no_budget = tmp_path / "no_budget.csv"
+    no_budget.write_text(header.replace("budget,", "") + "\n")
+    bad_seed = tmp_path / "bad_seed.csv"
+    bad_seed.write_text(f"{header}\ncosttune-hb-tpe,3945,x,10.0,0.1,1.0,0.5,1.0,1.0\n")
+    for path, says in (
+        (tmp_path / "nope.csv", "No such file"),
+        (no_budget, "no column budget"),
+        (bad_seed, "a seed is not an integer"),
+    ):
+        done = subprocess.run(
+            [sys.executable, str(REPO / "benchmarks" / "lcbench.py"), "--from", str(path)],
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        lines = done.stderr.strip().splitlines()
+        assert done.returncode == 2 and len(lines) == 1, (path, done.stderr)
+        assert lines[0].startswith(f"lcbench.py: error: --from: {path}: ") and says in lines[0]
+
+
 def test_bracket_guard_keeps_the_stopper_off_a_later_brackets_trial_until_its_first_rung() -> None:
     """lcbench's ``Y`` prototype: the stopper still sees every epoch of every trial (its books
     move), but a stop it says for a trial of bracket 1 before that bracket's first rung is not
