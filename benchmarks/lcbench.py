@@ -996,17 +996,17 @@ def read_rows(path: str) -> list[dict[str, Any]]:
     try:
         with open(path, newline="") as fh:
             reader = csv.DictReader(fh)
-            missing = [c for c in SUMMARISED if c not in (reader.fieldnames or ())]
-            if missing:
-                raise ValueError(f"--from: {path}: no column {', '.join(missing)}")
-            rows = [{k: (v if v != "" else "nan") for k, v in r.items()} for r in reader]
-            return [{**r, "seed": int(r["seed"])} for r in rows]
+            fields = reader.fieldnames or ()
+            rows = [{k: v if v != "" else "nan" for k, v in r.items()} for r in reader]
     except OSError as exc:
         raise ValueError(f"--from: {path}: {exc.strerror or exc}") from None
-    except ValueError as exc:
-        if str(exc).startswith("--from:"):
-            raise
-        raise ValueError(f"--from: {path}: a seed is not an integer ({exc})") from None
+    missing = [c for c in SUMMARISED if c not in fields]
+    if missing:
+        raise ValueError(f"--from: {path}: no column {', '.join(missing)}")
+    bad = next((r["seed"] for r in rows if not r["seed"].isdigit()), None)
+    if bad is not None:
+        raise ValueError(f"--from: {path}: a seed is not an integer: {bad!r}")
+    return [{**r, "seed": int(r["seed"])} for r in rows]
 
 
 def measure(task: Task, seed: int, method: str) -> dict[str, Any]:
