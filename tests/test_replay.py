@@ -45,6 +45,13 @@ def _table(curves: dict[str, list[float]], seconds: dict[str, float]) -> pd.Data
     return pd.DataFrame(rows)
 
 
+def _write_table(tmp_path: Path, curves: dict[str, list[float]]) -> Path:
+    """``curves`` as ``tmp_path/curves.csv``, every epoch 600 s."""
+    path = tmp_path / "curves.csv"
+    _table(curves, dict.fromkeys(curves, 600.0)).to_csv(path, index=False)
+    return path
+
+
 # the hyperband golden curves (tests/policy/test_hyperband.py), as a recorded table
 SECONDS = {"t0": 3600.0, "t1": 3600.0, "t2": 1800.0, "t3": 3600.0, "t4": 900.0, "t5": 3600.0}
 
@@ -275,8 +282,7 @@ def test_lookahead_in_a_ray_sweep_stops_like_the_simulator(ray_session, tmp_path
     the same epochs as the pure policy in the simulator fed the same events, with stop_reason
     `lookahead_pruned` before the first rung is paid for."""
     curves = {f"c{i}": [1.0 + i / 10 - 0.01 * e for e in range(1, 10)] for i in range(7)}
-    path = tmp_path / "curves.csv"
-    _table(curves, dict.fromkeys(curves, 600.0)).to_csv(path, index=False)
+    path = _write_table(tmp_path, curves)
     scheduler = {"grace_epochs": 3, "eta": 3, "brackets": 1, "lookahead": 2}
     frame, ran = _replay_in_ray(
         path,
@@ -303,8 +309,7 @@ def test_warmup_in_a_ray_sweep_stops_like_the_simulator(ray_session, tmp_path) -
     at the same epochs as the pure policy in the simulator; the first w − 1 trials stop at the
     first rung however good (`rung_pruned`), and the rung judges the rest against them."""
     curves = {f"c{i}": [1.0 - i / 10 - 0.01 * e for e in range(1, 10)] for i in range(7)}  # each better
-    path = tmp_path / "curves.csv"
-    _table(curves, dict.fromkeys(curves, 600.0)).to_csv(path, index=False)
+    path = _write_table(tmp_path, curves)
     frame, ran = _replay_in_ray(
         path,
         tmp_path / "run",
@@ -330,8 +335,7 @@ def test_escalation_in_a_ray_sweep_opens_the_brackets_like_the_simulator(ray_ses
     bracket (first judged at epoch 2)."""
     curves = {"c0": [0.5 / e for e in range(1, 4)]}
     curves.update({f"c{i}": [1.0 + i / 100] * 3 for i in range(1, 8)})
-    path = tmp_path / "curves.csv"
-    _table(curves, dict.fromkeys(curves, 600.0)).to_csv(path, index=False)
+    path = _write_table(tmp_path, curves)
     run = tmp_path / "run"
     frame, ran = _replay_in_ray(
         path,
@@ -360,8 +364,7 @@ def test_the_searcher_is_told_a_lookahead_pruned_trials_rung_estimate(ray_sessio
     import pickle
 
     curves = {f"c{i}": [1.0 + i / 10 - 0.01 * e for e in range(1, 10)] for i in range(7)}
-    path = tmp_path / "curves.csv"
-    _table(curves, dict.fromkeys(curves, 600.0)).to_csv(path, index=False)
+    path = _write_table(tmp_path, curves)
     run = tmp_path / "run"
     frame, _ = _replay_in_ray(
         path,
@@ -472,8 +475,7 @@ def test_replay_cli_escalates_when_told_as_a_sweep_does(tmp_path) -> None:
     stays and every other trial stops at epoch 1."""
     curves = {"c00": [0.5 / e for e in range(1, 10)]}
     curves.update({f"c{i:02d}": [1.0 + i / 100] * 9 for i in range(1, 14)})
-    path = tmp_path / "curves.csv"
-    _table(curves, dict.fromkeys(curves, 600.0)).to_csv(path, index=False)
+    path = _write_table(tmp_path, curves)
 
     def run(*extra: str) -> dict:
         args = ["replay", str(path), "--grace-epochs", "1", "--eta", "3", "--stopping", "none", "--json"]
