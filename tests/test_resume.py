@@ -253,6 +253,8 @@ def _forget_in_tunes_snapshot(run: Path, trial_id: str) -> None:
     state_path = sorted(experiment.glob("experiment_state-*.json"))[-1]
     state = json.loads(state_path.read_text())
     kept = [t for t in state["trial_data"] if json.loads(t[0])["trial_id"] != trial_id]
+    if len(kept) == len(state["trial_data"]):
+        return  # the kill landed before Tune saved the trial at all: its newest save is that already
     assert len(kept) == len(state["trial_data"]) - 1
     state["trial_data"] = kept
     state_path.write_text(json.dumps(state))
