@@ -1098,8 +1098,8 @@ def summarise(rows: list[dict[str, Any]], reference: str = REFERENCE) -> str:
                 ]
                 rel_groups.append([rel for rel, _, _ in runs])
                 floor_groups.append([fl for _, fl, _ in runs])
-                medians.append(statistics.median(rel for rel, _, _ in runs))
-                floors.append(statistics.median(fl for _, fl, _ in runs))
+                medians.append(statistics.median(rel_groups[-1]))
+                floors.append(statistics.median(floor_groups[-1]))
                 reached = [rel for rel, _, ok in runs if ok]
                 if reached:
                     medians_ok.append(statistics.median(reached))
