@@ -68,6 +68,10 @@ AMP_OTHER = (
 )
 
 
+#: the first rung's epochs unless a config sets it (max_epochs where that is fewer)
+DEFAULT_GRACE_EPOCHS = 5
+
+
 class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
@@ -155,7 +159,11 @@ class SearcherConfig(_Strict):
 
 class SchedulerConfig(_Strict):
     type: Literal["cost_aware_hyperband", "pbt", "fifo"] = "cost_aware_hyperband"
-    grace_epochs: int = Field(5, ge=1)
+    grace_epochs: int = Field(
+        DEFAULT_GRACE_EPOCHS,
+        ge=1,
+        description="the first rung; by default 5, or max_epochs when that is fewer",
+    )
     eta: int = Field(5, ge=2)
     brackets: int | None = Field(1, ge=1, description="null: all that fit")
     promotion: Literal["cost_share", "loss", "pareto"] = "loss"
@@ -351,6 +359,21 @@ class SweepConfig(_Strict):
         if isinstance(wanted, str) and unset:
             return {**raw, "cost": {**(cost or {}), "accelerator": canonical_device(wanted)}}
         return raw
+
+    @model_validator(mode="before")
+    @classmethod
+    def _grace_fits(cls, raw: Any) -> Any:
+        """A sweep of fewer epochs than the default first rung (5) judges its trials first at
+        its last epoch, where no rung can prune, rather than refusing a field the user never set."""
+        if not isinstance(raw, dict):
+            return raw
+        epochs, scheduler = raw.get("max_epochs"), raw.get("scheduler")
+        fits = not isinstance(epochs, int) or isinstance(epochs, bool) or epochs >= DEFAULT_GRACE_EPOCHS
+        if fits or (scheduler is not None and not isinstance(scheduler, dict)) or epochs < 1:
+            return raw
+        if "grace_epochs" in (scheduler or {}):
+            return raw
+        return {**raw, "scheduler": {**(scheduler or {}), "grace_epochs": epochs}}
 
     @model_validator(mode="after")
     def _consistent(self) -> SweepConfig:

@@ -175,6 +175,25 @@ def test_warmup_trials_auto_is_two_eta_at_most_a_tenth_of_the_trials(patch, expe
     assert warmup_trials(parse_config({**MINIMAL, **patch})) == expected
 
 
+@pytest.mark.parametrize(
+    ("patch", "grace"),
+    [
+        ({"max_epochs": 3}, 3),  # fewer epochs than the default first rung: judged first at the last
+        ({"max_epochs": 3, "scheduler": {"eta": 3}}, 3),
+        ({"max_epochs": 5}, 5),
+        ({"max_epochs": 40}, 5),
+        ({"max_epochs": 3, "scheduler": {"grace_epochs": 2}}, 2),  # a set value is kept
+    ],
+)
+def test_the_default_first_rung_fits_a_short_sweep(patch, grace) -> None:
+    assert parse_config({**MINIMAL, **patch}).scheduler.grace_epochs == grace
+
+
+def test_a_first_rung_set_past_max_epochs_is_still_refused() -> None:
+    with pytest.raises(ConfigError, match=r"^scheduler.grace_epochs: must be <= max_epochs \(3\), got 4$"):
+        parse_config({**MINIMAL, "max_epochs": 3, "scheduler": {"grace_epochs": 4}})
+
+
 def test_missing_required_key() -> None:
     raw = {k: v for k, v in MINIMAL.items() if k != "max_epochs"}
     with pytest.raises(ConfigError, match="^max_epochs: required key is missing$"):
