@@ -367,13 +367,12 @@ class SweepConfig(_Strict):
         its last epoch, where no rung can prune, rather than refusing a field the user never set."""
         if not isinstance(raw, dict):
             return raw
-        epochs, scheduler = raw.get("max_epochs"), raw.get("scheduler")
-        fits = not isinstance(epochs, int) or isinstance(epochs, bool) or epochs >= DEFAULT_GRACE_EPOCHS
-        if fits or (scheduler is not None and not isinstance(scheduler, dict)) or epochs < 1:
+        epochs, scheduler = raw.get("max_epochs"), raw.get("scheduler", {})
+        if not isinstance(epochs, int) or isinstance(epochs, bool) or not 1 <= epochs < DEFAULT_GRACE_EPOCHS:
             return raw
-        if "grace_epochs" in (scheduler or {}):
-            return raw
-        return {**raw, "scheduler": {**(scheduler or {}), "grace_epochs": epochs}}
+        if not isinstance(scheduler, dict) or "grace_epochs" in scheduler:
+            return raw  # a set first rung (or a malformed scheduler) is checked as given
+        return {**raw, "scheduler": {**scheduler, "grace_epochs": epochs}}
 
     @model_validator(mode="after")
     def _consistent(self) -> SweepConfig:
