@@ -67,6 +67,9 @@ def claim_new(directory: Path) -> RunLock:
     full = disk_full(directory)
     if full is not None:
         raise ConfigError(f"output: {full}; nothing was started")
+    entries = [p.name for p in directory.iterdir()]
+    if entries and LOCK_FILE not in entries and not any(name in RUN_MARKERS for name in entries):
+        _refuse_foreign(directory, entries)  # before the lock file: nothing is left in the user's folder
     lock = _lock(directory, "output")
     entries = [p.name for p in directory.iterdir() if p.name != LOCK_FILE]
     if any(name in RUN_MARKERS for name in entries):
@@ -76,11 +79,15 @@ def claim_new(directory: Path) -> RunLock:
         )
     if entries:
         lock.release()
-        raise ConfigError(
-            f"output: {directory} is not empty and holds no costtune run ({len(entries)} entries); "
-            "choose a new directory"
-        )
+        _refuse_foreign(directory, entries)
     return lock
+
+
+def _refuse_foreign(directory: Path, entries: list[str]) -> None:
+    raise ConfigError(
+        f"output: {directory} is not empty and holds no costtune run ({len(entries)} entries); "
+        "choose a new directory"
+    )
 
 
 def claim_existing(directory: Path) -> RunLock:

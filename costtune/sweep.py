@@ -215,15 +215,16 @@ def run_sweep(
         _ship_by_value(function)
     out = Path(output) if output is not None else default_output_dir(config)
     out = out.resolve()
-    created = not out.exists()
+    created, had_lock = not out.exists(), (out / LOCK_FILE).exists()
     lock = claim_new(out)
     try:
         return _run(config, fn, out, progress, ray_address, gpu_sampler_factory, config_dir, list(callbacks))
     except ConfigError:
         # refused before anything ran (the cluster cannot hold a trial, say): leave no trace
-        if created and [p.name for p in out.iterdir()] == [LOCK_FILE]:
+        if not had_lock and [p.name for p in out.iterdir()] == [LOCK_FILE]:
             (out / LOCK_FILE).unlink()
-            out.rmdir()
+            if created:
+                out.rmdir()
         raise
     finally:
         lock.release()

@@ -57,10 +57,8 @@ def test_a_directory_with_the_users_files_is_refused_and_left_untouched(tmp_path
     result = CliRunner().invoke(main, ["sweep", str(config), "--output", str(mine), "--no-progress"])
     assert result.exit_code == 2 and result.output.count("\n") == 1, result.output
     assert "is not empty and holds no costtune run" in result.output
-    assert sorted(p.name for p in mine.iterdir() if not p.name.startswith(".")) == [
-        "summary.json",
-        "trials.csv",
-    ]
+    # not even a lock file is left behind
+    assert sorted(p.name for p in mine.iterdir()) == ["summary.json", "trials.csv"]
     assert (mine / "trials.csv").read_text() == "a,b\n1,2\n"
 
 
@@ -99,6 +97,11 @@ def test_an_impossible_sweep_fails_fast_and_leaves_nothing(ray_session, tmp_path
     with pytest.raises(ConfigError, match=r"^resources\.cpus: each trial asks for 100 CPU"):
         run_sweep(config, tmp_path / "run")
     assert not (tmp_path / "run").exists()
+    mine = tmp_path / "mine"  # an empty folder the user made: left empty, without a lock file
+    mine.mkdir()
+    with pytest.raises(ConfigError, match=r"^resources\.cpus: each trial asks for 100 CPU"):
+        run_sweep(config, mine)
+    assert list(mine.iterdir()) == []
 
 
 def _tune_save(experiment: Path, session: str, trials: int) -> None:
