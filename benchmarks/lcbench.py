@@ -237,14 +237,21 @@ def stretch(curve: Curve, k: int, task: str = "", spread: bool | str = False) ->
     Early ranks then err the same way in every run (a first rung keeps the large learning
     rates), and a searcher can learn the pace. On LCBench, where large learning rates mostly
     end best, that is the gentler of the two (benchmarks/RESULTS.md, stop 29).
+
+    ``spread="trap"`` (``--spread trap``): the same pace the other way round, the largest
+    learning rate k times slower and the smallest at the recorded pace. Not how training
+    behaves, but the trap ``lr`` is not: on LCBench the large learning rates mostly end best, so
+    here the configurations that end best are the slow starters and the fast starters end worst,
+    and a first rung's ranks point the wrong way in every run.
     """
     if k == 1:
         return curve
     pace = float(k)
-    if spread == "lr":
+    if spread in ("lr", "trap"):
         low, high = SPACE["learning_rate"].low, SPACE["learning_rate"].high
         lr = float(np.clip(curve.hyperparameters["learning_rate"], low, high))
-        pace = float(k) ** (math.log(high / lr) / math.log(high / low))
+        slow = math.log(high / lr) / math.log(high / low)  # 1 at the smallest learning rate
+        pace = float(k) ** (slow if spread == "lr" else 1.0 - slow)
     elif spread:
         pace = float(k) ** _config_rng(curve, f"spread|{task}").uniform()
     u = np.minimum(1.0 + np.arange(stretched_epochs(k)) / pace, curve.epochs)
@@ -1176,11 +1183,12 @@ def main() -> None:
         nargs="?",
         const="random",
         default="",
-        metavar="{random,lr}",
+        metavar="{random,lr,trap}",
         help="with --stretch K: each configuration learns at its own pace, K^U times slower; fast "
         "ones flatten and then stay flat to the 51 K + 1 epochs, slow ones end best, so early "
         "ranks mislead. random (the default): U uniform in [0, 1], fixed per task and "
-        "configuration; lr: U from the learning rate, 1 at the smallest, 0 at the largest",
+        "configuration; lr: U from the learning rate, 1 at the smallest, 0 at the largest; trap: "
+        "the other way round (on LCBench large learning rates mostly end best: the fast starters end worst)",
     )
     parser.add_argument(
         "--unused",
@@ -1227,7 +1235,10 @@ def main() -> None:
     refused = (
         (args.stretch < 1, f"--stretch: must be an integer >= 1, got {args.stretch}"),
         (ray_run and args.stretch > 1, "--stretch: the Ray methods replay the recorded 52-epoch curves only"),
-        (args.spread not in ("", "random", "lr"), f"--spread: must be random or lr, got {args.spread!r}"),
+        (
+            args.spread not in ("", "random", "lr", "trap"),
+            f"--spread: must be random, lr or trap, got {args.spread!r}",
+        ),
         (args.spread and args.stretch < 2, "--spread: needs --stretch K with K >= 2 (the slowest pace)"),
         (args.unused < 0, f"--unused: must be an integer >= 0, got {args.unused}"),
         (ray_run and args.unused > 0, "--unused: the Ray methods replay the recorded configurations only"),
@@ -1279,7 +1290,7 @@ def main() -> None:
         f"{time.perf_counter() - started:.0f} s"
         + (
             f", curves stretched {'1x to ' if args.spread else ''}{args.stretch}x"
-            f"{' by learning rate' if args.spread == 'lr' else ''} to "
+            f"{ {'lr': ' by learning rate', 'trap': ' against the learning rate'}.get(args.spread, '') } to "
             f"{stretched_epochs(args.stretch)} epochs"
             if args.stretch > 1
             else ""

@@ -399,6 +399,26 @@ def test_lcbench_spread_by_learning_rate_slows_the_small_learning_rates() -> Non
     assert plateau(0.01) < plateau(0.001) < plateau(1e-4)
 
 
+def test_lcbench_spread_trap_slows_the_large_learning_rates() -> None:
+    """--spread trap: lr's pace the other way round, the largest learning rate K times slower."""
+    sys.path.insert(0, str(REPO / "benchmarks"))
+    import numpy as np
+    from lcbench import stretch, stretched_epochs
+
+    from costtune.curves import Curve
+
+    losses = 1.0 / np.arange(1, 53) + 0.2
+
+    def plateau(lr: float, how: str) -> int:
+        long = stretch(Curve("c", {"learning_rate": lr}, losses, np.full(52, 2.0), 1.0), 8, "t", spread=how)
+        return int(np.argmax(np.isclose(long.val_loss, losses[-1]))) + 1
+
+    assert plateau(1e-4, "trap") == 52 and plateau(0.1, "trap") == stretched_epochs(8)
+    for lr in (3e-4, 1e-3, 1e-2):  # paces K^U and K^(1 - U) multiply to K
+        assert (plateau(lr, "trap") - 1) * (plateau(lr, "lr") - 1) == pytest.approx(51 * 51 * 8, rel=0.05)
+    assert plateau(1e-3, "trap") < plateau(1e-2, "trap") < plateau(0.1, "trap")
+
+
 def test_lcbench_oracle_floor_is_the_cheapest_full_run_reaching_the_target() -> None:
     """The cheapest full run whose final loss reaches the target; when none does (a target set
     by a lucky noisy epoch), the cheapest whose curve reaches it at any epoch."""
