@@ -411,7 +411,9 @@ def parse_variant(method: str) -> tuple[str, dict[str, Any]]:
     ``W<w>`` (any costtune-hb method): the first rung promotes nobody until it holds w trials
     (``AsyncHyperband(warmup_trials=w)``); ``W0``: off.
     ``J`` (any costtune-hb method): every bracket that fits opens when the sweep stalls
-    (``AsyncHyperband(escalate=True)``); ``b<n>``: how many are open from the start.
+    (``AsyncHyperband(escalate=True)``, a sweep's ``scheduler.escalate``, on by default since
+    stop 31: the default row is ``costtune-hb-rel-tpe:r0.3sGCW10i5J``); ``b<n>``: how many are
+    open from the start.
     ``Y`` (costtune-hb-rel-tpe, a prototype): the stopper does not stop a trial of a later
     bracket before that bracket's first rung (:class:`BracketGuard`).
     ``M<k>`` (TPE methods, a prototype): the rungs rank each trial by its lowest loss over its

@@ -623,10 +623,10 @@ def watch_idle(
 )
 @click.option(
     "--escalate/--no-escalate",
-    default=False,
+    default=True,
     show_default=True,
     help="when the replay stalls (as many dollars since the best last improved as before it, and "
-    "eta² trials since), every bracket that fits opens, as a sweep's scheduler.escalate (off by default).",
+    "eta² trials since), every bracket that fits opens, as a sweep's scheduler.escalate (on by default).",
 )
 @click.option(
     "--searcher",

@@ -177,10 +177,11 @@ class SchedulerConfig(_Strict):
         "rung and were, at the same epoch, behind every trial in its cut; null: off",
     )
     escalate: bool = Field(
-        False,
+        True,
         description="when the sweep stalls (as many dollars spent since its best last improved as "
         "before, and eta² trials started since), every Hyperband bracket that fits opens: later "
-        "brackets first judge a trial at eta·grace, eta²·grace, … epochs; false: the brackets stay as set",
+        "brackets first judge a trial at eta·grace, eta²·grace, … epochs (on by default: it rescues "
+        "sweeps whose early ranks mislead and leaves the others alone); false: the brackets stay as set",
     )
     warmup_trials: int | Literal["auto"] | None = Field(
         "auto",

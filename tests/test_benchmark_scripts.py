@@ -624,3 +624,38 @@ def test_bracket_guard_keeps_the_stopper_off_a_later_brackets_trial_until_its_fi
     assert all(g is None for g, p in said[late][:24]) and all(p is not None for g, p in said[late][2:24])
     assert said[late][24][0] is not None
     assert guard._spent == plain._spent  # the books moved alike
+
+
+def test_slow_starters_tables_are_seeded_and_their_early_ranks_point_the_wrong_way() -> None:
+    """benchmarks/slow_starters.py's synthetic curves: the same seed, the same table; the
+    configurations that end best are behind at epoch 5 (a first rung's ranks mislead), and on
+    ``plateau`` they have not moved from the initial loss by then."""
+    sys.path.insert(0, str(REPO / "benchmarks"))
+    import numpy as np
+    from scipy.stats import spearmanr
+    from slow_starters import table
+
+    for kind in ("slow", "plateau"):
+        curves = table(kind, 0)
+        assert len(curves) == 300 and {c.epochs for c in curves} == {60}
+        assert [c.val_loss.tolist() for c in table(kind, 0)[:3]] == [c.val_loss.tolist() for c in curves[:3]]
+        assert table(kind, 1)[0].val_loss.tolist() != curves[0].val_loss.tolist()
+        early = [c.val_loss[4] for c in curves]
+        best = sorted(curves, key=lambda c: c.val_loss[-1])[:6]  # the replays' target: the 6th
+        # none of them is in the fifth a first rung at epoch 5 with eta 5 keeps
+        assert all(c.val_loss[4] > np.percentile(early, 20) for c in best), kind
+    plateau = table("plateau", 0)
+    finals = [c.val_loss[-1] for c in plateau]
+    assert spearmanr([c.val_loss[4] for c in plateau], finals).statistic < -0.5  # a good epoch 5 ends badly
+    best = sorted(plateau, key=lambda c: c.val_loss[-1])[:6]
+    assert all(c.val_loss[4] > 2.2 for c in best)  # still at the initial loss, 2.3
+
+
+def test_slow_starters_refuses_bad_counts() -> None:
+    done = subprocess.run(
+        [sys.executable, str(REPO / "benchmarks" / "slow_starters.py"), "--seeds", "0"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 2 and "--tables and --seeds: must be at least 1" in done.stderr

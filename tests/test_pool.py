@@ -201,7 +201,7 @@ def test_replay_cli_with_searcher_stopping_budget_and_seed(tmp_path) -> None:
         "keep": "floor",
         "lookahead": None,
         "warmup_trials": 4,  # auto: 2 × eta, at most a tenth of the 40 configurations
-        "escalate": False,
+        "escalate": True,  # a sweep's default
     }
     assert data["runs"]["recorded"]["truncated"] == 1
     assert data["runs"]["costtune"]["cost_usd"] <= 3.0 + 60 / 3600 * 2.5

@@ -471,8 +471,8 @@ def test_replay_trainable_checkpoints_each_epoch_unless_told_not_to(
 def test_replay_cli_escalates_when_told_as_a_sweep_does(tmp_path) -> None:
     """`costtune replay --escalate` opens every bracket on a stall, as a sweep with
     `scheduler.escalate` does: on curves where the first trial stays best, a later trial runs
-    past the first rung in a later bracket. Off (the default, as a sweep's), the one bracket
-    stays and every other trial stops at epoch 1."""
+    past the first rung in a later bracket. Off (``--no-escalate``), the one bracket stays and
+    every other trial stops at epoch 1. On is the default, as a sweep's."""
     curves = {"c00": [0.5 / e for e in range(1, 10)]}
     curves.update({f"c{i:02d}": [1.0 + i / 100] * 9 for i in range(1, 14)})
     path = _write_table(tmp_path, curves)
@@ -483,8 +483,9 @@ def test_replay_cli_escalates_when_told_as_a_sweep_does(tmp_path) -> None:
         assert result.exit_code == 0, result.output
         return json.loads(result.output)
 
-    escalated, plain = run("--escalate"), run()
+    escalated, plain = run(), run("--no-escalate")
     assert escalated["settings"]["escalate"] is True and plain["settings"]["escalate"] is False
+    assert run("--escalate") == escalated
     assert plain["runs"]["costtune"]["epochs"] == 9 + 13  # c00 to the end, the rest at epoch 1
     assert escalated["runs"]["costtune"]["epochs"] > plain["runs"]["costtune"]["epochs"]
 

@@ -341,15 +341,15 @@ def test_a_resume_refuses_a_config_edited_away_from_the_scheduler_that_ran(small
     assert "config.yaml: scheduler.eta is 4, but the sweep ran with 3" in result.output
     assert len(result.output.strip().splitlines()) == 1
     assert (run / "ledger.jsonl").read_bytes() == before
-    # escalation on in the config, off in the run: named the same way
+    # escalation off in the config, on in the run (the default): named the same way
     config["scheduler"]["eta"] = 3
-    config["scheduler"]["escalate"] = True
+    config["scheduler"]["escalate"] = False
     (run / "config.yaml").write_text(yaml.safe_dump(config))
     result = CliRunner().invoke(main, ["sweep", "--resume", str(run)])
     assert result.exit_code == 2, result.output
-    assert "config.yaml: scheduler.escalate is True, but the sweep ran with False" in result.output
+    assert "config.yaml: scheduler.escalate is False, but the sweep ran with True" in result.output
     assert (run / "ledger.jsonl").read_bytes() == before
-    config["scheduler"]["escalate"] = False
+    config["scheduler"]["escalate"] = True
     # a state file damaged by hand is named, not a traceback
     config["scheduler"]["eta"] = 3
     (run / "config.yaml").write_text(yaml.safe_dump(config))

@@ -45,7 +45,7 @@ def test_the_sweeps_tpe_is_the_one_the_benchmark_figures_were_measured_with() ->
 
 def test_the_sweeps_gp_is_the_one_the_benchmark_default_was_measured_with() -> None:
     """The default searcher is the GP with 5 random start-up trials and clipped values: the
-    settings of benchmarks/lcbench.py's default row (``costtune-hb-rel-tpe:r0.3sGCW10i5``), or
+    settings of benchmarks/lcbench.py's default row (``costtune-hb-rel-tpe:r0.3sGCW10i5J``), or
     its figures say nothing about what a sweep runs. A config's own count still wins."""
     import sys
     from pathlib import Path
@@ -58,7 +58,7 @@ def test_the_sweeps_gp_is_the_one_the_benchmark_default_was_measured_with() -> N
 
     sampler = make_searcher(SearcherConfig(), "loss", "min", seed=3)._sampler
     assert isinstance(sampler, CpuGPSampler) and sampler._value_transform == "clip"
-    _, variant = parse_variant("costtune-hb-rel-tpe:r0.3sGCW10i5")
+    _, variant = parse_variant("costtune-hb-rel-tpe:r0.3sGCW10i5J")
     assert sampler._n_startup_trials == GP_STARTUP_TRIALS == variant["n_startup"] == 5
     assert variant["gp"] and variant["value_transform"] == "clip"
     told = make_searcher(SearcherConfig(n_startup_trials=12), "loss", "min", seed=3)._sampler
@@ -67,9 +67,9 @@ def test_the_sweeps_gp_is_the_one_the_benchmark_default_was_measured_with() -> N
 
 def test_the_sweeps_scheduler_is_the_one_the_benchmark_default_was_measured_with() -> None:
     """A sweep's default scheduler is the benchmark default row's policy
-    (``costtune-hb-rel-tpe:r0.3sGCW10i5``): grace 5, η 5, one bracket, no escalation (the
-    ``J`` rows are the option ``scheduler.escalate``), a first rung warmed up over 2η trials in
-    a sweep that plans many."""
+    (``costtune-hb-rel-tpe:r0.3sGCW10i5J`` since stop 31): grace 5, η 5, one bracket that
+    opens every bracket on a stall (``J``, ``scheduler.escalate``), a first rung warmed up over
+    2η trials in a sweep that plans many."""
     import sys
     from pathlib import Path
 
@@ -78,10 +78,10 @@ def test_the_sweeps_scheduler_is_the_one_the_benchmark_default_was_measured_with
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benchmarks"))
     from lcbench import parse_variant
 
-    _, variant = parse_variant("costtune-hb-rel-tpe:r0.3sGCW10i5")
+    _, variant = parse_variant("costtune-hb-rel-tpe:r0.3sGCW10i5J")
     s = SchedulerConfig()
-    assert variant.get("escalate", False) is s.escalate is False
-    assert parse_variant("costtune-hb-rel-tpe:r0.3sGCW10i5J")[1]["escalate"] is True
+    assert variant["escalate"] is s.escalate is True
+    assert parse_variant("costtune-hb-rel-tpe:r0.3sGCW10i5")[1].get("escalate", False) is False
     assert (s.grace_epochs, s.eta, s.brackets) == (5, 5, 1) and "brackets" not in variant
     config = parse_config(
         {

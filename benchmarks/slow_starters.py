@@ -1,0 +1,125 @@
+"""Curves where the slow starters end best: does a sweep's scheduler still reach the target?
+
+A held-out kind that LCBench's data does not hold (benchmarks/RESULTS.md, stop 29: there the
+large learning rates mostly end best *and* start fast). Synthetic curves, made here from a
+seed, of two kinds over 300 configurations (learning rate log-uniform in [1e-4, 1e-1], weight
+decay log-uniform in [1e-5, 1e-2], width log-uniform in [32, 1024]) trained 60 epochs, an
+epoch's seconds growing with the width:
+
+- ``slow``: power-law curves, loss(e) = final + 2 e^(−0.6 a), the exponent a rising with the
+  learning rate (0.5 at 1e-4, 3 at 1e-1) and the final loss too: the small learning rates learn
+  slowly and end best.
+- ``plateau``: a curve stays at the initial loss (2.3) until epoch t0 and then drops to its
+  final loss; t0 runs from 3 epochs at the largest learning rate to 38 at the smallest, which
+  end best. An extreme: at epoch 5 the configurations that end best have not moved at all.
+
+Each table is replayed as ``costtune replay --searcher gp`` does (the GP proposing among the
+recorded configurations; the sweep's default stopping rule; no budget, so a replay ends when
+every configuration has been tried or stopped), with the scheduler's defaults, with
+``--no-escalate``, and as FIFO without stopping (every proposal run to the end). The target is
+the 6th-best final loss of the table. Prints, per kind and setting: runs reaching the target,
+the median cost to target (a failure counted as the recorded sweep's whole cost) as a share of
+the recorded sweep's cost, and the median best loss.
+
+    .venv/bin/python benchmarks/slow_starters.py [--tables 3 --seeds 3]
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from costtune.curves import Curve
+from costtune.policy import AsyncHyperband, MarginalRoiStopping, StoppingRule, auto_warmup_trials
+from costtune.pool import GpPool
+from costtune.simulate import simulate
+
+EPOCHS = 60
+CONFIGS = 300
+USD_PER_HOUR = 2.5
+
+
+def table(kind: str, seed: int) -> list[Curve]:
+    """300 synthetic curves of ``kind`` ('slow' or 'plateau'), seeded."""
+    rng = np.random.default_rng([seed, 0 if kind == "slow" else 1])
+    e = np.arange(1, EPOCHS + 1)
+    curves = []
+    for i in range(CONFIGS):
+        lr, wd, width = 10 ** rng.uniform(-4, -1), 10 ** rng.uniform(-5, -2), 2 ** rng.uniform(5, 10)
+        u = (np.log10(lr) + 4) / 3  # 0 at the smallest learning rate, 1 at the largest
+        off = abs(np.log10(wd) + 3.5) / 1.5  # 0 at the best weight decay
+        if kind == "slow":
+            final = 0.2 + 0.4 * u + 0.1 * off
+            loss = final + 2.0 * e ** (-0.6 * (0.5 + 2.5 * u))
+        else:
+            final = 0.2 + 0.3 * u + 0.1 * off + 0.05 * (width < 128)
+            t0 = 3 + 35 * (1 - u) ** 1.5
+            loss = final + (2.3 - final) / (1 + np.exp((e - t0) / 2.0))
+        loss = loss + rng.normal(0, 0.005, EPOCHS)
+        seconds = np.full(EPOCHS, 10 + 40 * width / 1024)
+        hp = {"learning_rate": float(lr), "weight_decay": float(wd), "width": float(width)}
+        curves.append(Curve(f"c{i}", hp, loss, seconds, 1.0))
+    return curves
+
+
+def replay(curves: list[Curve], setting: str, seed: int) -> Any:
+    """One replay of ``curves`` as ``costtune replay --searcher gp`` runs it."""
+    policy, stopping = None, None
+    if setting != "fifo, no stopping":
+        escalate = setting == "default"  # the other: --no-escalate
+        warmup = auto_warmup_trials(5, len(curves))
+        policy = AsyncHyperband(EPOCHS, 5, 5, 1, "loss", "floor", None, warmup, escalate)
+        rule = StoppingRule(min_relative_roi=0.3, spare_best=True, max_epochs=EPOCHS)
+        stopping = MarginalRoiStopping(rule)
+    pool = GpPool(curves, seed=seed)
+    return simulate(
+        [],
+        policy,
+        usd_per_device_hour=USD_PER_HOUR,
+        stopping=stopping,
+        max_epochs=EPOCHS,
+        next_curve=pool.ask,
+        on_trial_end=pool.tell,
+    )
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--tables", type=int, default=3, help="synthetic tables of each kind (seeds 0..)")
+    parser.add_argument("--seeds", type=int, default=3, help="searcher seeds per table")
+    args = parser.parse_args(argv)
+    if args.tables < 1 or args.seeds < 1:
+        parser.error("--tables and --seeds: must be at least 1")
+    settings = ("default", "--no-escalate", "fifo, no stopping")
+    print("| curves | setting | reached | cost to target ÷ recorded (median) | best loss (median) |")
+    print("|---|---|---:|---:|---:|")
+    for kind in ("slow", "plateau"):
+        results: dict[str, list[tuple[float, float]]] = {s: [] for s in settings}
+        for t in range(args.tables):
+            curves = table(kind, t)
+            recorded = sum(float(c.epoch_seconds.sum()) for c in curves) / 3600 * USD_PER_HOUR
+            target = sorted(float(c.val_loss[-1]) for c in curves)[5]
+            for seed in range(args.seeds):
+                for setting in settings:
+                    sim = replay(curves, setting, seed)
+                    cost = sim.cost_to_target(target)  # None: not reached
+                    share = float("inf") if cost is None else cost / recorded
+                    results[setting].append((share, sim.best_loss))
+        for setting, runs in results.items():
+            reached = sum(np.isfinite(c) for c, _ in runs)
+            shares = [min(c, 1.0) for c, _ in runs]
+            print(
+                f"| {kind} | {setting} | {reached}/{len(runs)} | {statistics.median(shares):.3f} "
+                f"| {statistics.median(b for _, b in runs):.4f} |"
+            )
+
+
+if __name__ == "__main__":
+    main()
