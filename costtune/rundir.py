@@ -25,6 +25,20 @@ LOCK_FILE = ".costtune.lock"
 RUN_MARKERS = ("ledger.jsonl", "config.yaml")
 
 
+def never_metered(directory: Path) -> bool:
+    """A sweep that was stopped before any trial reported an epoch: its config was written but
+    its ledger holds nothing, so there is nothing to continue and nothing to lose."""
+    ledger = directory / "ledger.jsonl"
+    return (directory / "config.yaml").is_file() and (not ledger.exists() or ledger.stat().st_size == 0)
+
+
+def _never_metered_line(field: str, directory: Path) -> str:
+    return (
+        f"{field}: {directory} holds a sweep stopped before any trial reported an epoch (nothing was "
+        "metered, nothing can be continued); start it again into a new directory, or delete this one"
+    )
+
+
 class RunLock:
     """The exclusive lock on a run directory (release it, or let the process end)."""
 
@@ -74,6 +88,8 @@ def claim_new(directory: Path) -> RunLock:
     entries = [p.name for p in directory.iterdir() if p.name != LOCK_FILE]
     if any(name in RUN_MARKERS for name in entries):
         lock.release()
+        if never_metered(directory):
+            raise ConfigError(_never_metered_line("output", directory))
         raise ConfigError(
             f"output: {directory} already holds a sweep; continue it with costtune sweep --resume {directory}"
         )
@@ -93,6 +109,13 @@ def _refuse_foreign(directory: Path, entries: list[str]) -> None:
 def claim_existing(directory: Path) -> RunLock:
     """Lock a run directory for a resume (refused while another sweep holds it)."""
     return _lock(directory, "--resume")
+
+
+def refuse_unresumable(directory: Path) -> None:
+    """The one line for a ``--resume`` of a directory that holds nothing to continue."""
+    if never_metered(directory):
+        raise ConfigError(_never_metered_line("--resume", directory))
+    raise ConfigError(f"--resume: {directory} holds no resumable costtune sweep")
 
 
 #: the run directory a resume is restoring into, while it restores (see :func:`resuming`)

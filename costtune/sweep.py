@@ -60,6 +60,7 @@ from costtune.rundir import (
     claim_new,
     counting_trials_tune_lost,
     disk_full,
+    refuse_unresumable,
     repair_ray_state,
     resuming,
     tune_known_trials,
@@ -694,7 +695,7 @@ def resume_sweep(
     out = Path(run_dir).resolve()
     experiment = out / EXPERIMENT_NAME
     if not (out / LEDGER_FILE).exists() or not tune.Tuner.can_restore(str(experiment)):
-        raise ConfigError(f"--resume: {out} holds no resumable costtune sweep")
+        refuse_unresumable(out)
     del progress  # the live view is restored with the other callbacks
     lock = claim_existing(out)
     try:

@@ -297,3 +297,33 @@ def test_a_cut_ray_state_without_a_copy_falls_back_to_an_older_one_or_is_refused
     older.write_text("{}")
     assert older.name in (repair_ray_state(tmp_path) or "")
     assert not newest.exists() and newest.with_name(newest.name + ".corrupt").exists()
+
+
+def test_a_sweep_stopped_before_any_report_is_named_the_same_by_sweep_and_resume(tmp_path) -> None:
+    """Killed while Ray started (config written, no ledger yet): a new sweep into it was told
+    to resume it, and the resume that nothing could be resumed. Both now say what happened
+    and the way out, and leave the directory as it was."""
+    run = tmp_path / "run"
+    (run / "ray").mkdir(parents=True)
+    (run / "config.yaml").write_text(yaml.safe_dump(CONFIG))
+    (run / "source.json").write_text("{}")
+    config = tmp_path / "sweep.yaml"
+    config.write_text(yaml.safe_dump(CONFIG))
+    for args, field in (
+        (["sweep", str(config), "--output", str(run), "--no-progress"], "output"),
+        (["sweep", "--resume", str(run)], "--resume"),
+    ):
+        result = CliRunner().invoke(main, args)
+        assert result.exit_code == 2 and result.output.count("\n") == 1, result.output
+        assert f"{field}: {run} holds a sweep stopped before any trial reported an epoch" in result.output
+        assert "start it again into a new directory, or delete this one" in result.output
+    # as it was (the lock file is the run's own: every run directory has one)
+    assert sorted(p.name for p in run.iterdir() if p.name != ".costtune.lock") == [
+        "config.yaml",
+        "ray",
+        "source.json",
+    ]
+    assert (run / "config.yaml").read_text() == yaml.safe_dump(CONFIG)
+    (run / "ledger.jsonl").write_text('{"kind": "epoch"}\n')  # once something was metered: resume it
+    with pytest.raises(ConfigError, match=r"already holds a sweep; continue it with costtune sweep --resume"):
+        claim_new(run)
