@@ -35,7 +35,7 @@ def never_metered(directory: Path) -> bool:
 def _never_metered_line(field: str, directory: Path) -> str:
     return (
         f"{field}: {directory} holds a sweep stopped before any trial reported an epoch (nothing was "
-        "metered, nothing can be continued); start it again into a new directory, or delete this one"
+        "metered); start it again into a new directory, or delete this one"
     )
 
 
