@@ -407,6 +407,11 @@ def _print_estimate(est: Any) -> None:
     click.echo(
         f"{'expected':10}{est.expected_epochs:>12,.0f}{est.expected_device_hours:>12,.4g}{usd(est.expected_cost_usd):>14}"
     )
+    if est.stalled_epochs is not None:
+        click.echo(
+            f"{'stalled':10}{est.stalled_epochs:>12,.0f}{est.stalled_device_hours:>12,.4g}"
+            f"{usd(est.stalled_cost_usd):>14}   (at most, should escalation open every bracket)"
+        )
     click.echo(
         f"{'worst':10}{est.worst_epochs:>12,.0f}{est.worst_device_hours:>12,.4g}{usd(est.worst_cost_usd):>14}"
     )

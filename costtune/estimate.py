@@ -12,6 +12,12 @@ among the k recorded so far is within the first ⌈k/η⌉, which for a random o
 probability ⌈k/η⌉/k; so n arrivals promote Σ_{k≤n} ⌈k/η⌉/k trials on average — more than
 the n/η of synchronous Hyperband. A Bayesian searcher that improves over time promotes
 more than this.
+
+Stalled (``scheduler.escalate``): a sweep whose best stops improving opens every Hyperband
+bracket that fits, and its later trials are judged first at η·r, η²·r, … epochs. It can open
+only once η² trials have started since the best last improved, so only sweeps of more than
+η² + 1 trials get this figure: the expected epochs with every bracket open from the first
+trial, an upper bound on what escalation adds (it opens them later, or never).
 """
 
 from __future__ import annotations
@@ -45,6 +51,11 @@ class Estimate:
     worst_trial_hours: float
     worst_trial_cost_usd: float
     assumptions: list[str] = field(default_factory=list)
+    #: (``scheduler.escalate``) the expected figures should the sweep stall: every bracket open
+    #: from the first trial, an upper bound; ``None`` where escalation cannot open a bracket
+    stalled_epochs: float | None = None
+    stalled_device_hours: float | None = None
+    stalled_cost_usd: float | None = None
 
     @property
     def is_gpu(self) -> bool:
@@ -85,9 +96,11 @@ def expected_epochs_hyperband(
     brackets: int | None,
     keep: Keep = Keep.FLOOR,
     warmup: int | None = None,
+    warm_brackets: int | None = None,
 ) -> float:
     """Expected epochs of an asynchronous Hyperband sweep (see the module docstring); each
-    bracket's first rung warmed up over ``warmup`` trials (``scheduler.warmup_trials``)."""
+    bracket's first rung warmed up over ``warmup`` trials (``scheduler.warmup_trials``), or only
+    the first ``warm_brackets`` brackets' (an escalating sweep warms up bracket 0 alone)."""
     most = max_bracket_index(grace_epochs, eta, max_epochs) + 1
     n_brackets = brackets or most
     weights = bracket_weights(n_brackets, eta)
@@ -100,7 +113,8 @@ def expected_epochs_hyperband(
             total += arrivals * (epochs - done)
             done = epochs
             if i < len(ladder) - 1:
-                arrivals = expected_promotions(arrivals, eta, keep, warmup if i == 0 else None)
+                warm = i == 0 and (warm_brackets is None or b < warm_brackets)
+                arrivals = expected_promotions(arrivals, eta, keep, warmup if warm else None)
     return total
 
 
@@ -137,15 +151,43 @@ def estimate(
     trials = planned_trials(config)
     worst_epochs = float(trials * config.max_epochs)
     s = config.scheduler
+    stalled_epochs: float | None = None
     if s.type == "cost_aware_hyperband":
+        # an escalating policy warms up bracket 0's first rung alone
+        warm_brackets = 1 if s.escalate else None
         expected_epochs = expected_epochs_hyperband(
-            trials, config.max_epochs, s.grace_epochs, s.eta, s.brackets, Keep(s.keep), warmup_trials(config)
+            trials,
+            config.max_epochs,
+            s.grace_epochs,
+            s.eta,
+            s.brackets,
+            Keep(s.keep),
+            warmup_trials(config),
+            warm_brackets=warm_brackets,
         )
         geometry = (
             f"CostAwareHyperBand: rungs at {rung_epochs(s.grace_epochs, s.eta, config.max_epochs)} epochs, "
             f"eta={s.eta}, keep {s.keep}, warm-up {warmup_trials(config) or 'off'}; "
             "expected promotions assume random arrival order"
         )
+        most = max_bracket_index(s.grace_epochs, s.eta, config.max_epochs) + 1
+        if s.escalate and (s.brackets or most) < most and trials > s.eta**2 + 1:
+            stalled_epochs = max(
+                expected_epochs_hyperband(
+                    trials,
+                    config.max_epochs,
+                    s.grace_epochs,
+                    s.eta,
+                    None,
+                    Keep(s.keep),
+                    warmup_trials(config),
+                    warm_brackets=1,
+                ),
+                expected_epochs,
+            )
+            geometry += (
+                f"; stalled: escalate opens all {most} brackets (counted as open from the first trial)"
+            )
     else:
         expected_epochs = worst_epochs
         geometry = (
@@ -179,6 +221,11 @@ def estimate(
         expected_cost_usd=usd(expected_epochs, epoch_seconds, workers),
         worst_trial_hours=(config.max_epochs * slow + startup) / 3600,
         worst_trial_cost_usd=usd(config.max_epochs, slow, 1),
+        stalled_epochs=stalled_epochs,
+        stalled_device_hours=None
+        if stalled_epochs is None
+        else device_hours(stalled_epochs * epoch_seconds + workers * startup, devices),
+        stalled_cost_usd=None if stalled_epochs is None else usd(stalled_epochs, epoch_seconds, workers),
         assumptions=[
             f"{trials} trials" + (" (grid)" if config.searcher.type == "grid" else ""),
             f"{devices:g} × {label} per trial at ${price:g} per device-hour ({capacity})"

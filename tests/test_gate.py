@@ -73,6 +73,48 @@ def test_expected_promotions_with_a_warmup_match_the_policy_on_random_orders() -
     assert expected_promotions(30, 3, warmup=6) < expected_promotions(30, 3)
 
 
+def test_the_stalled_figure_bounds_what_an_escalating_policy_spends_on_a_stalled_sweep() -> None:
+    """A sweep whose first trial stays best stalls, and escalation opens every bracket: the
+    policy itself, fed trials one at a time in random order (flat curves), spends more epochs
+    than the plain expected figure and, on average, no more than the stalled one."""
+    import random
+
+    from costtune.config import warmup_trials
+    from costtune.policy import AsyncHyperband, Decision
+
+    config = parse_config(
+        {**SMALL, "num_samples": 30, "scheduler": {"grace_epochs": 1, "eta": 3}, "cost": {"epoch_seconds": 1}}
+    )
+    est = estimate(config)
+    assert est.stalled_epochs is not None
+    assert est.expected_epochs < est.stalled_epochs < est.worst_epochs
+    rng = random.Random(3)
+    spent = opened = 0
+    orders = 400
+    for _ in range(orders):
+        policy = AsyncHyperband(
+            max_epochs=9, grace_epochs=1, eta=3, warmup_trials=warmup_trials(config), escalate=True
+        )
+        losses = [0.0, *rng.sample(range(1, 100), 29)]  # the first trial is the sweep's best
+        for i, loss in enumerate(losses):
+            for epoch in range(1, 10):
+                spent += 1
+                if policy.on_result(f"t{i}", epoch, float(loss), float(epoch)) is Decision.STOP:
+                    break
+        opened += policy.open_brackets > 1
+    assert opened == orders
+    assert est.expected_epochs < spent / orders <= est.stalled_epochs
+
+
+def test_the_estimate_has_no_stalled_figure_where_escalation_cannot_open_a_bracket() -> None:
+    assert estimate(parse_config(REFERENCE)).stalled_epochs is not None  # 64 trials, 3 brackets
+    for scheduler in ({"escalate": False}, {"brackets": None}, {"type": "fifo"}):
+        assert estimate(parse_config({**REFERENCE, "scheduler": scheduler})).stalled_epochs is None
+    # η² = 25 trials must start after the best last improved: 26 trials leave none to escalate
+    assert estimate(parse_config({**REFERENCE, "num_samples": 26})).stalled_epochs is None
+    assert estimate(parse_config({**REFERENCE, "num_samples": 27})).stalled_epochs is not None
+
+
 def test_the_estimate_follows_the_keep_rule() -> None:
     ceil = estimate(parse_config({**REFERENCE, "scheduler": {"keep": "ceil"}}))
     floor = estimate(parse_config(REFERENCE))  # the default
@@ -199,6 +241,7 @@ def test_estimate_cli_prints_assumptions(tmp_path) -> None:
     assert result.exit_code == 0, result.output
     assert "8 × A100 per trial at $2.5 per device-hour" in result.output
     assert "worst single trial: 66.7 h, $1,333.33" in result.output
+    assert "should escalation open every bracket" in result.output  # escalate is on by default
 
 
 def test_sweep_refuses_an_unapproved_grid_and_starts_nothing(tmp_path) -> None:

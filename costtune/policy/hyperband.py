@@ -100,9 +100,11 @@ class AsyncHyperband:
             a first rung full of fast starters that plateau), the best stops moving and the
             later brackets run some trials long enough to show it. Measured (``benchmarks/
             RESULTS.md``, stop 26): on LCBench's dev tasks trained 4× longer, 40 of 40 runs
-            reached the target against 36 of 40; on the test tasks level, so it is off by
-            default. With it, only bracket 0's first rung is warmed up: the brackets it opens
-            open late, with few trials to come, and their first rungs judge later epochs.
+            reached the target against 36 of 40; on the test tasks level (off here by default;
+            a sweep's ``scheduler.escalate`` turns it on since stop 31, when curves whose slow
+            starters end best failed 9 of 9 runs without it). With it, only bracket 0's first
+            rung is warmed up: the brackets it opens open late, with few trials to come, and
+            their first rungs judge later epochs.
     """
 
     #: a policy pickled before the warm-up existed (a resumed older run) has none
