@@ -1157,12 +1157,18 @@ def main() -> None:
     parser.add_argument("--data-dir", default=None, help="the LCBench surrogate (or COSTTUNE_LCBENCH_DIR)")
     parser.add_argument(
         "--tasks",
-        default="dev",
-        help="'dev' (default), 'test', 'wider' (protocol v3), 'all', or task ids: 3945,7593",
+        default=None,
+        help="'dev' (default), 'test', 'wider' (protocol v3), 'all', or task ids: 3945,7593; with "
+        "--from, only these tasks' rows are read (all when not given)",
     )
     parser.add_argument("--seeds", type=int, default=20, help="seeds 0..N-1 (default 20)")
     parser.add_argument("--first-seed", type=int, default=0)
-    parser.add_argument("--methods", default=",".join(DEFAULT_METHODS), help="comma-separated; see above")
+    parser.add_argument(
+        "--methods",
+        default=None,
+        help="comma-separated; see above (default: the table's methods); with --from, only these "
+        "methods' rows are read (all when not given)",
+    )
     parser.add_argument(
         "--workers", type=int, default=1, help="asynchronous workers per run (simulated; default 1)"
     )
@@ -1215,19 +1221,28 @@ def main() -> None:
         "--reference", default=None, help=f"the method the paired tests are against (default {REFERENCE})"
     )
     args = parser.parse_args()
+    named = {"dev": list(DEV_TASKS), "test": list(TEST_TASKS), "wider": list(WIDER_TASKS)}
     if args.from_csv:
         try:
             rows = [row for path in args.from_csv for row in read_rows(path)]
         except ValueError as exc:
             print(f"lcbench.py: error: {exc}", file=sys.stderr)
             raise SystemExit(2) from None
+        if args.tasks not in (None, "all"):
+            wanted = set(named.get(args.tasks) or args.tasks.split(","))
+            rows = [r for r in rows if r["task"] in wanted]
+        if args.methods is not None:
+            rows = [r for r in rows if r["method"] in set(args.methods.split(","))]
+        if not rows:
+            print("lcbench.py: error: --from: no row left for these --tasks and --methods", file=sys.stderr)
+            raise SystemExit(2)
         print(summarise(rows, args.reference or REFERENCE))
         return
-    named = {"dev": list(DEV_TASKS), "test": list(TEST_TASKS), "wider": list(WIDER_TASKS)}
+    args.tasks = args.tasks or "dev"
     tasks = named.get(args.tasks) or (
         bench(args.data_dir).tasks if args.tasks == "all" else args.tasks.split(",")
     )
-    methods = args.methods.split(",")
+    methods = (args.methods or ",".join(DEFAULT_METHODS)).split(",")
     seeds = list(range(args.first_seed, args.first_seed + args.seeds))
     try:
         ray_run = any(parse_variant(m)[0] in RAY_METHODS for m in methods)

@@ -599,6 +599,42 @@ def test_lcbench_from_reads_a_pandas_saved_csv_and_refuses_a_bad_one_in_one_line
         assert lines[0].startswith(f"lcbench.py: error: --from: {path}: ") and says in lines[0]
 
 
+def test_lcbench_from_reads_only_the_tasks_and_methods_asked_for(tmp_path: Path) -> None:
+    """--from with --tasks / --methods re-prints only those rows (a table of all of them
+    without); a filter that leaves nothing is one line, exit 2."""
+    sys.path.insert(0, str(REPO / "benchmarks"))
+    from lcbench import SUMMARISED
+
+    path = tmp_path / "runs.csv"
+    lines = [",".join(SUMMARISED)]
+    for method in ("m-a", "m-b"):
+        for task, usd in (("3945", 1.0), ("7593", 9.0)):
+            lines += [f"{method},{task},{seed},10.0,nan,{usd},0.5,{usd},0.5" for seed in range(3)]
+    path.write_text("\n".join(lines) + "\n")
+
+    def table(*args: str) -> subprocess.CompletedProcess:
+        return subprocess.run(
+            [sys.executable, str(REPO / "benchmarks" / "lcbench.py"), "--from", str(path), *args],
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+
+    def row(output: str, method: str) -> str:
+        return next(line for line in output.splitlines() if line.startswith(f"| {method} |"))
+
+    both = table("--reference", "m-a")
+    one = table("--reference", "m-a", "--tasks", "7593", "--methods", "m-a")
+    assert both.returncode == one.returncode == 0, both.stderr + one.stderr
+    assert "| 6/6 |" in row(both.stdout, "m-a") and "| 0.300 |" in row(both.stdout, "m-a")
+    assert "| 3/3 |" in row(one.stdout, "m-a") and "| 0.900 |" in row(one.stdout, "m-a")
+    assert "| m-b |" not in one.stdout
+    none = table("--tasks", "126026")
+    assert none.returncode == 2 and none.stderr.strip().splitlines() == [
+        "lcbench.py: error: --from: no row left for these --tasks and --methods"
+    ]
+
+
 def test_bracket_guard_keeps_the_stopper_off_a_later_brackets_trial_until_its_first_rung() -> None:
     """lcbench's ``Y`` prototype: the stopper still sees every epoch of every trial (its books
     move), but a stop it says for a trial of bracket 1 before that bracket's first rung is not
