@@ -17,12 +17,13 @@ if TYPE_CHECKING:
     from costtune.config import SweepConfig, load_config
     from costtune.results import SweepResult, load_run
     from costtune.schedulers import CostAwareHyperBand
-    from costtune.sweep import run_sweep
+    from costtune.sweep import resume_sweep, run_sweep
 
 __version__ = "0.1.0"
 
 _LAZY = {
     "run_sweep": "costtune.sweep",
+    "resume_sweep": "costtune.sweep",
     "SweepResult": "costtune.results",
     "load_run": "costtune.results",
     "load_config": "costtune.config",
@@ -46,6 +47,7 @@ __all__ = [
     "SweepResult",
     "load_config",
     "load_run",
+    "resume_sweep",
     "roi",
     "run_sweep",
 ]

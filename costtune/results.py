@@ -35,7 +35,7 @@ class SweepResult:
         summary: totals (``summary.json``): cost, device-hours, saved fraction, best trial.
         wall_seconds: how long the sweep ran (NaN when read back from a run that never ended).
         interrupted: the sweep was stopped (Ctrl-C) with trials paused; ``costtune sweep
-            --resume output_dir`` continues them.
+            --resume output_dir`` (in Python, ``costtune.resume_sweep(output_dir)``) continues them.
     """
 
     output_dir: Path

@@ -91,7 +91,8 @@ def claim_new(directory: Path) -> RunLock:
         if never_metered(directory):
             raise ConfigError(_never_metered_line("output", directory))
         raise ConfigError(
-            f"output: {directory} already holds a sweep; continue it with costtune sweep --resume {directory}"
+            f"output: {directory} already holds a sweep; continue it with costtune sweep --resume "
+            f"{directory} (in Python: costtune.resume_sweep)"
         )
     if entries:
         lock.release()

@@ -92,6 +92,12 @@ def resolve_trainable(reference: str, config_dir: Path | None = None) -> Callabl
             f"trainable.name: cannot import module {module_name!r} (looked in {where}): {exc}"
         ) from None
     fn = getattr(module, attr, None)
+    if not callable(fn) and module_name == "__main__":
+        raise ConfigError(
+            f"trainable.name: {reference!r} is a function of the script that started the sweep, which "
+            "cannot be imported by name; resume from Python: "
+            f"costtune.resume_sweep(run_dir, trainable={attr})"
+        )
     if not callable(fn):
         raise ConfigError(f"trainable.name: {module_name!r} has no function {attr!r}")
     check_trainable(fn, f"trainable.name: {reference}")
@@ -248,8 +254,7 @@ def config_from_function(
         module = getattr(trainable, "__module__", None) or "__main__"
         # recorded for --resume, which imports it by name; a lambda or a nested function
         # runs all the same (Ray ships it by value) but cannot be resumed by name
-        attr = re.sub(r"\W", "_", str(getattr(trainable, "__name__", "trainable"))).strip("_") or "trainable"
-        reference = f"{module}:{attr}"
+        reference = f"{module}:{_function_attr(trainable)}"
         default_name = str(getattr(trainable, "__name__", "sweep"))
     else:
         reference = trainable
@@ -680,7 +685,11 @@ def _quiet_ray_logs() -> Iterator[None]:
 
 
 def resume_sweep(
-    run_dir: str | Path, *, progress: bool = False, ray_address: str | None = None
+    run_dir: str | Path,
+    trainable: Callable[..., Any] | None = None,
+    *,
+    progress: bool = False,
+    ray_address: str | None = None,
 ) -> SweepResult:
     """Continue an interrupted sweep (driver killed, machine rebooted) where it stopped.
 
@@ -689,6 +698,17 @@ def resume_sweep(
     charged when it ran and its re-run is charged again, nothing else twice; downtime is
     never charged (costs are metered per epoch). The scheduler's rung state and the
     stopper's budget and curves are rebuilt from ``scheduler_state.json`` and the ledger.
+
+    Args:
+        run_dir: the interrupted sweep's directory.
+        trainable: the function the sweep ran, where it cannot be imported by the name the
+            sweep recorded: one defined in the script that called :func:`run_sweep` (run as
+            ``__main__``), a lambda or a nested function. Its name must be the recorded one.
+            ``None``: imported by that name (``module:function``, or a built-in trainable).
+
+    Raises:
+        ConfigError: nothing to resume, or a ``trainable`` that is not the sweep's (one line;
+            the run directory is left as it was).
     """
     from ray import tune
 
@@ -699,6 +719,7 @@ def resume_sweep(
     del progress  # the live view is restored with the other callbacks
     lock = claim_existing(out)
     try:
+        function = _resumed_trainable(out, trainable)  # before anything in the directory changes
         repair_tail(out)  # a driver killed mid-line: cut the fragment before anything appends
         repaired = repair_ray_state(out)  # Tune's own state file, cut by the same kill
         if repaired is not None:
@@ -710,9 +731,34 @@ def resume_sweep(
             warnings.warn(
                 LedgerWarning(f"--resume: {unreadable} unreadable ledger line(s) skipped"), stacklevel=2
             )
-        return _resume(out, experiment, ray_address)
+        return _resume(out, experiment, ray_address, function)
     finally:
         lock.release()
+
+
+def _resumed_trainable(out: Path, trainable: Callable[..., Any] | None) -> Callable[..., Any]:
+    """The function a resumed sweep runs: ``trainable`` when given (it must bear the name the
+    sweep recorded), else the recorded ``module:function`` imported again."""
+    config = load_run_config(out)
+    if trainable is None:
+        source = out / SOURCE_FILE
+        config_dir = json.loads(source.read_text()).get("config_dir") if source.is_file() else None
+        return resolve_trainable(config.trainable.name, Path(config_dir) if config_dir else None)
+    check_trainable(trainable, "resume_sweep: trainable")
+    recorded = config.trainable.name
+    name = _function_attr(trainable)
+    if recorded in BUILTIN_TRAINABLES or name != recorded.rpartition(":")[2]:
+        raise ConfigError(
+            f"resume_sweep: trainable: the sweep ran {recorded!r}, got a function named {name!r}; "
+            "pass the function the sweep ran"
+        )
+    _ship_by_value(trainable)
+    return trainable
+
+
+def _function_attr(function: Callable[..., Any]) -> str:
+    """The name a function is recorded under in ``trainable.name`` (``module:<this>``)."""
+    return re.sub(r"\W", "_", str(getattr(function, "__name__", "trainable"))).strip("_") or "trainable"
 
 
 def check_scheduler_state(config: SweepConfig, path: Path) -> None:
@@ -751,13 +797,12 @@ def check_scheduler_state(config: SweepConfig, path: Path) -> None:
     )
 
 
-def _resume(out: Path, experiment: Path, ray_address: str | None) -> SweepResult:
+def _resume(
+    out: Path, experiment: Path, ray_address: str | None, trainable: Callable[..., Any]
+) -> SweepResult:
     from ray import tune
 
     config = load_run_config(out)
-    source = out / SOURCE_FILE
-    config_dir = json.loads(source.read_text()).get("config_dir") if source.is_file() else None
-    trainable = resolve_trainable(config.trainable.name, Path(config_dir) if config_dir else None)
     _prepare_environment()
     _ensure_ray(ray_address, config)
     resources = trial_resources(config)

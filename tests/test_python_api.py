@@ -183,3 +183,87 @@ def test_ray_wandb_callback_logs_the_cost_fields_offline(ray_session, tmp_path, 
     for log in logs:
         # W&B's offline log is protobuf records: each epoch's history row names its keys
         assert log.read_bytes().count(b"cost_usd") >= 3, log
+
+
+_SCRIPT = """
+import sys
+
+import costtune
+from ray import tune
+
+from tests.user_trainables import steady as _steady
+
+
+def steady(config):  # defined in the script run as __main__, as a user's would be
+    _steady(config)
+
+
+if __name__ == "__main__":
+    costtune.run_sweep(
+        steady,
+        search_space={"x": tune.uniform(0, 1), "epoch_s": 0.3},
+        metric="loss", max_epochs=9, num_samples=6, max_concurrent_trials=2,
+        scheduler={"grace_epochs": 1, "eta": 3}, cost={"prices": {"cpu": 0.5}},
+        output=sys.argv[1],
+    )
+"""
+
+
+def test_a_killed_sweep_of_a_scripts_own_function_resumes_from_python(ray_session, tmp_path) -> None:
+    """run_sweep(fn) from a script, the script SIGKILLed: the CLI cannot import ``__main__:fn``
+    and says how to resume in one line; ``costtune.resume_sweep(run, trainable=fn)`` refuses
+    a function of another name, then finishes the sweep. Nothing is changed by a refusal."""
+    import os
+    import signal
+    import subprocess
+    import sys
+
+    from tests.test_resume import REPO, _wait_for, _wait_for_session_to_die
+    from tests.user_trainables import steady
+
+    script, run = tmp_path / "sweep_script.py", tmp_path / "run"
+    script.write_text(_SCRIPT)
+    env = {**os.environ, "RAY_AUTH_MODE": "disabled", "PYTHONPATH": str(REPO)}
+    driver = subprocess.Popen(
+        [sys.executable, str(script), str(run)],
+        cwd=tmp_path,
+        start_new_session=True,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        env=env,
+    )
+    reached = _wait_for(run, ended=2)
+    os.killpg(driver.pid, signal.SIGKILL)
+    driver.wait()
+    _wait_for_session_to_die(driver.pid)
+    assert reached, "the sweep ended, or timed out, before two of its trials ended"
+    ledger = (run / "ledger.jsonl").read_bytes()
+
+    cli = subprocess.run(
+        [sys.executable, "-m", "costtune.cli", "sweep", "--resume", str(run)],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=300,
+    )
+    assert cli.returncode == 2, cli.stderr
+    assert cli.stderr.strip().splitlines() == [
+        "costtune: error: trainable.name: '__main__:steady' is a function of the script that started the "
+        "sweep, which cannot be imported by name; resume from Python: "
+        "costtune.resume_sweep(run_dir, trainable=steady)"
+    ]
+
+    def quadratic(config: dict) -> None:
+        pass
+
+    with pytest.raises(ConfigError, match=r"^resume_sweep: trainable: the sweep ran '__main__:steady', got"):
+        costtune.resume_sweep(run, trainable=quadratic)
+    assert (run / "ledger.jsonl").read_bytes() == ledger
+
+    result = costtune.resume_sweep(run, trainable=steady)
+
+    trials = result.trials
+    assert (trials["stop_reason"] != "interrupted").sum() == 6
+    assert set(trials["stop_reason"]) - {"interrupted"} <= {"completed", "rung_pruned"}
+    assert (run / "ledger.jsonl").read_bytes().startswith(ledger)
