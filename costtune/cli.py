@@ -335,12 +335,45 @@ def compare(run_dirs: tuple[Path, ...], target: float | None, fmt: str, html_pat
         click.echo(f"HTML comparison: {html_path}", err=True)
 
 
-def _check_writable(path: Path, flag: str) -> None:
-    """Refuse, before any work, an output file that cannot be written where it is asked."""
+def _check_writable(path: Path, flag: str, page: bool = True) -> None:
+    """Refuse, before any work, an output file that cannot be written where it is asked, or
+    whose writing would destroy a file: one of a run's own (its ledger, say), or, for a page
+    (``page``), any existing file that is not a page costtune wrote (a typo'd ``--html
+    train.py``). A table (``page=False``) may replace an older one outside a run."""
+    from costtune.rundir import run_holding
+
     if path.is_dir():
         _fail(f"{flag}: {path} is a directory; give a file name", EXIT_USAGE)
     if not path.parent.is_dir():
         _fail(f"{flag}: no such directory: {path.parent}", EXIT_USAGE)
+    if not (path.exists() or path.is_symlink()):
+        return
+    run = run_holding(path.parent)
+    if page and _is_costtune_page(path) and (run is None or path.suffix.lower() in (".html", ".htm")):
+        return  # an older page, regenerated
+    if run is not None:
+        _fail(
+            f"{flag}: {path} is a file of the costtune run {run}; give a new file name (nothing was written)",
+            EXIT_USAGE,
+        )
+    if page:
+        _fail(
+            f"{flag}: {path} exists and is not a page costtune wrote; give a new file name "
+            "(nothing was written)",
+            EXIT_USAGE,
+        )
+
+
+def _is_costtune_page(path: Path) -> bool:
+    """Whether ``path`` is a regular file holding an HTML page costtune wrote (report or compare)."""
+    if path.is_symlink() or not path.is_file():
+        return False
+    try:
+        with path.open("rb") as fh:
+            head = fh.read(4096)
+    except OSError:
+        return False
+    return head.startswith(b"<!doctype html>") and b"<title>costtune " in head
 
 
 def _write_page(path: Path, text: str, flag: str) -> None:
@@ -842,6 +875,7 @@ def lcbench(
 
     if use_grid == (n_random is not None):
         _fail("lcbench: give exactly one of --grid or --random N", EXIT_USAGE)
+    _check_writable(out, "--out", page=False)
     try:
         bench = LCBench(data_dir)
         configs = reference_grid() if use_grid else random_configs(n_random or 0, seed)

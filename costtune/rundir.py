@@ -25,6 +25,15 @@ LOCK_FILE = ".costtune.lock"
 RUN_MARKERS = ("ledger.jsonl", "config.yaml")
 
 
+def run_holding(path: Path) -> Path | None:
+    """The costtune run directory that ``path`` is, or lies under (``None``: none)."""
+    path = path.resolve()
+    for directory in (path, *path.parents):
+        if directory.is_dir() and any((directory / marker).is_file() for marker in RUN_MARKERS):
+            return directory
+    return None
+
+
 def never_metered(directory: Path) -> bool:
     """A sweep that was stopped before any trial reported an epoch: its config was written but
     its ledger holds nothing, so there is nothing to continue and nothing to lose."""

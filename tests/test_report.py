@@ -101,6 +101,36 @@ def test_html_paths_that_cannot_be_written_are_one_line_errors(small_run, tmp_pa
         assert len(result.output.strip().splitlines()) == 1
 
 
+def test_an_output_file_never_overwrites_a_runs_own_files_or_a_users_file(small_run, tmp_path) -> None:
+    """``--html`` / ``--out`` naming the run's ledger (or another of its files), or an existing
+    file that is not a costtune page, is refused in one line before anything is written; an
+    older costtune page is regenerated in place, inside the run or beside it."""
+    run = tmp_path / "run"
+    shutil.copytree(small_run.output_dir, run)
+    notes = tmp_path / "notes.txt"
+    notes.write_text("the user's own notes\n")
+    before = {p: p.read_bytes() for p in [*run.iterdir(), notes] if p.is_file()}
+    refused = [
+        ["report", str(run), "--html", str(run / "ledger.jsonl")],
+        ["report", str(run), "--html", str(run / "config.yaml")],
+        ["report", str(run), "--html", str(notes)],
+        ["compare", str(run), str(small_run.output_dir), "--html", str(run / "summary.json")],
+        ["lcbench", "3945", "--grid", "--out", str(run / "trials.csv")],
+    ]
+    for argv in refused:
+        result = CliRunner().invoke(main, argv)
+        assert result.exit_code == 2, (argv, result.output)
+        (line,) = result.output.strip().splitlines()
+        assert line.startswith(f"costtune: error: {argv[-2]}: {argv[-1]} ") and "nothing was written" in line
+    assert {p: p.read_bytes() for p in before} == before
+    for page in (run / "report.html", tmp_path / "report.html"):
+        for _ in range(2):  # written, then regenerated over the older page
+            result = CliRunner().invoke(main, ["report", str(run), "--html", str(page)])
+            assert result.exit_code == 0, result.output
+        assert page.read_text().startswith("<!doctype html>")
+    assert {p: p.read_bytes() for p in before} == before
+
+
 def _chromium() -> str:
     chromium = shutil.which("chromium") or shutil.which("chromium-browser")
     assert chromium, "Chromium is missing: `apt-get install chromium` (.ci/run installs it)"
