@@ -26,10 +26,14 @@ RUN_MARKERS = ("ledger.jsonl", "config.yaml")
 
 
 def run_holding(path: Path) -> Path | None:
-    """The costtune run directory that ``path`` is, or lies under (``None``: none)."""
+    """The costtune run directory that ``path`` is, or lies under (``None``: none): one with a
+    ledger, or with the config and source record a sweep writes first (a ``config.yaml`` alone
+    is any project's)."""
     path = path.resolve()
     for directory in (path, *path.parents):
-        if directory.is_dir() and any((directory / marker).is_file() for marker in RUN_MARKERS):
+        if (directory / "ledger.jsonl").is_file() or (
+            (directory / "config.yaml").is_file() and (directory / "source.json").is_file()
+        ):
             return directory
     return None
 
@@ -83,6 +87,11 @@ def claim_new(directory: Path) -> RunLock:
     """
     if directory.exists() and not directory.is_dir():
         raise ConfigError(f"output: {directory} is a file, not a directory")
+    outer = run_holding(directory.parent)
+    if outer is not None:
+        raise ConfigError(
+            f"output: {directory} lies inside the costtune run {outer}; give a directory outside it"
+        )
     try:
         directory.mkdir(parents=True, exist_ok=True)
     except OSError as exc:

@@ -42,6 +42,27 @@ def test_a_new_run_takes_only_a_missing_or_empty_directory(tmp_path) -> None:
         claim_new(run)
 
 
+def test_a_new_run_inside_another_run_is_refused_and_nothing_is_made(tmp_path) -> None:
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "ledger.jsonl").write_text("")
+    started = tmp_path / "started"  # killed before any report: config and source, no ledger yet
+    started.mkdir()
+    (started / "config.yaml").write_text("name: x\n")
+    (started / "source.json").write_text("{}")
+    for outer, inner in ((run, run / "sub"), (run, run / "ray" / "deeper"), (started, started / "sub")):
+        with pytest.raises(
+            ConfigError, match=rf"^output: {inner} lies inside the costtune run {outer}; give"
+        ):
+            claim_new(inner)
+        assert not inner.exists() and not inner.parent.joinpath(".costtune.lock").exists()
+    project = tmp_path / "project"  # a config.yaml of the user's own is not a run
+    project.mkdir()
+    (project / "config.yaml").write_text("model: resnet\n")
+    claim_new(project / "runs" / "a").release()
+    assert (project / "runs" / "a").is_dir()
+
+
 def test_a_directory_with_the_users_files_is_refused_and_left_untouched(tmp_path) -> None:
     mine = tmp_path / "results"
     mine.mkdir()
