@@ -21,7 +21,8 @@ the 6th-best final loss of the table. Prints, per kind and setting: runs reachin
 the median cost to target (a failure counted as the recorded sweep's whole cost) as a share of
 the recorded sweep's cost, and the median best loss.
 
-    .venv/bin/python benchmarks/slow_starters.py [--tables 3 --seeds 3]
+    .venv/bin/python benchmarks/slow_starters.py [--tables 3 --seeds 3] [--kinds slow]
+        [--settings "default,rungs only,stopper only"]
 """
 
 from __future__ import annotations
@@ -69,13 +70,19 @@ def table(kind: str, seed: int) -> list[Curve]:
     return curves
 
 
+#: what a replay may run: the default, --no-escalate, and, to see which part fails, the default's
+#: rungs without its stopper, its stopper without rungs, and neither
+SETTINGS = ("default", "--no-escalate", "rungs only", "stopper only", "fifo, no stopping")
+
+
 def replay(curves: list[Curve], setting: str, seed: int) -> Any:
     """One replay of ``curves`` as ``costtune replay --searcher gp`` runs it."""
     policy, stopping = None, None
-    if setting != "fifo, no stopping":
-        escalate = setting == "default"  # the other: --no-escalate
+    if setting in ("default", "--no-escalate", "rungs only"):
+        escalate = setting != "--no-escalate"
         warmup = auto_warmup_trials(5, len(curves))
         policy = AsyncHyperband(EPOCHS, 5, 5, 1, "loss", "floor", None, warmup, escalate)
+    if setting in ("default", "--no-escalate", "stopper only"):
         rule = StoppingRule(min_relative_roi=0.3, spare_best=True, max_epochs=EPOCHS)
         stopping = MarginalRoiStopping(rule)
     pool = GpPool(curves, seed=seed)
@@ -94,13 +101,32 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--tables", type=int, default=3, help="synthetic tables of each kind (seeds 0..)")
     parser.add_argument("--seeds", type=int, default=3, help="searcher seeds per table")
+    parser.add_argument(
+        "--kinds", default="slow,plateau", help="comma-separated: slow, plateau (default both)"
+    )
+    parser.add_argument(
+        "--settings",
+        default="default,--no-escalate,fifo, no stopping",
+        help=f"comma-separated, of: {', '.join(SETTINGS)} (default: the first two and the last)",
+    )
     args = parser.parse_args(argv)
     if args.tables < 1 or args.seeds < 1:
         parser.error("--tables and --seeds: must be at least 1")
-    settings = ("default", "--no-escalate", "fifo, no stopping")
+    kinds = args.kinds.split(",")
+    settings = [x.strip() for x in args.settings.replace("fifo, no stopping", "fifo").split(",")]
+    settings = ["fifo, no stopping" if x == "fifo" else x for x in settings]
+    for bad, what in (
+        ([k for k in kinds if k not in ("slow", "plateau")], "--kinds"),
+        (
+            [x for x in settings if x not in SETTINGS],
+            "--settings",
+        ),
+    ):
+        if bad:
+            parser.error(f"{what}: unknown {bad[0]!r}")
     print("| curves | setting | reached | cost to target ÷ recorded (median) | best loss (median) |")
     print("|---|---|---:|---:|---:|")
-    for kind in ("slow", "plateau"):
+    for kind in kinds:
         results: dict[str, list[tuple[float, float]]] = {s: [] for s in settings}
         for t in range(args.tables):
             curves = table(kind, t)

@@ -695,3 +695,14 @@ def test_slow_starters_refuses_bad_counts() -> None:
         timeout=120,
     )
     assert done.returncode == 2 and "--tables and --seeds: must be at least 1" in done.stderr
+    for argv, says in (
+        (["--kinds", "slow,fast"], "--kinds: unknown 'fast'"),
+        (["--settings", "default,stoper only"], "--settings: unknown 'stoper only'"),
+    ):
+        done = subprocess.run(
+            [sys.executable, str(REPO / "benchmarks" / "slow_starters.py"), *argv],
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        assert done.returncode == 2 and done.stderr.strip().splitlines()[-1].endswith(says), done.stderr
