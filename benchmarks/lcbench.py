@@ -89,6 +89,7 @@ from costtune.policy import (
     explore,
     quantiles,
 )
+from costtune.policy.hyperband import TrialState
 from costtune.simulate import simulate
 
 #: protocol v3 (../shared/benchmarks/PROTOCOL.md): choose settings on DEV_TASKS, report on TEST_TASKS
@@ -416,6 +417,9 @@ def parse_variant(method: str) -> tuple[str, dict[str, Any]]:
     open from the start.
     ``Y`` (costtune-hb-rel-tpe, a prototype): the stopper does not stop a trial of a later
     bracket before that bracket's first rung (:class:`BracketGuard`).
+    ``H<k>`` (costtune-hb-rel-tpe, a prototype): every k-th trial starts in a bracket without
+    rungs, judged by the stopper alone (:class:`RungFreeShare`; Hyperband's last bracket, open
+    from the start).
     ``M<k>`` (TPE methods, a prototype): the rungs rank each trial by its lowest loss over its
     last k epochs (:class:`SmoothedRungs`), and the searcher is told that loss.
     ``v``: a trial the look-ahead pruned is told to TPE at its estimated loss at the rung
@@ -444,7 +448,11 @@ def parse_variant(method: str) -> tuple[str, dict[str, Any]]:
         kwargs["warmup_trials"] = int(value) or None
     for value in re.findall(r"M([0-9]+)", spec):
         kwargs["smooth_rungs"] = int(value)
-    numbered = r"o[0-9.]+|n[0-9]+|q[0-9]+|r[0-9.]+|a[0-9]+|i[0-9]+|E[0-9.]+|W[0-9]+|U[0-9]+|N[0-9]+|M[0-9]+"
+    for value in re.findall(r"H([0-9]+)", spec):
+        kwargs["rung_free_every"] = int(value)
+    numbered = (
+        r"o[0-9.]+|n[0-9]+|q[0-9]+|r[0-9.]+|a[0-9]+|i[0-9]+|E[0-9.]+|W[0-9]+|U[0-9]+|N[0-9]+|M[0-9]+|H[0-9]+"
+    )
     spec = re.sub(numbered + "|[" + "".join(_FLAGS) + "]", "", spec)
     unknown = re.sub(r"([gebpk])([0-9]+|[lcpf])", "", spec)
     if unknown:  # a mistyped or retired letter would otherwise run the plain method silently
@@ -617,6 +625,30 @@ def run_tpe_loop(
             on_trial_end=on_trial_end,
         )
     )
+
+
+class RungFreeShare(AsyncHyperband):
+    """A prototype: every ``every``-th trial goes to a bracket without rungs, judged by the
+    stopper alone (Hyperband's most conservative bracket, open from the start); the others as
+    the policy assigns them. On a stall (``escalate``) every bracket opens, this one included."""
+
+    def __init__(self, max_epochs: int, every: int, **kwargs: Any) -> None:
+        super().__init__(max_epochs, **kwargs)
+        self.every = every
+        self.rungs_by_bracket.append([])
+        self.rungs.append({})
+        self.added = 0
+
+    def on_add(self, trial_id: str) -> int:
+        if trial_id in self.trials:
+            return self.trials[trial_id].bracket
+        self.added += 1
+        if self.added % self.every:
+            return super().on_add(trial_id)
+        bracket = len(self.rungs_by_bracket) - 1
+        self.trials[trial_id] = TrialState(bracket=bracket)
+        self.version += 1
+        return bracket
 
 
 class BracketGuard:
@@ -923,7 +955,10 @@ def run_method(task: Task, seed: int, method: str) -> Trace:
         wait = bool(kwargs.pop("wait_for_rungs", False))
         expected = bool(kwargs.pop("expected", False))
         guard = bool(kwargs.pop("guard_brackets", False))
+        every = kwargs.pop("rung_free_every", None)
         policy = AsyncHyperband(MAX_EPOCHS, **kwargs) if base == "costtune-hb-rel-tpe" else None
+        if every and policy is not None:
+            policy = RungFreeShare(MAX_EPOCHS, every, **kwargs)
         last_rung = policy.rungs_by_bracket[0][-1] if wait and policy is not None else None
         rule = MarginalRoiStopping(
             dataclasses.replace(

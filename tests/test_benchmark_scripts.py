@@ -635,6 +635,24 @@ def test_lcbench_from_reads_only_the_tasks_and_methods_asked_for(tmp_path: Path)
     ]
 
 
+def test_rung_free_share_sends_every_kth_trial_past_the_rungs() -> None:
+    """lcbench's ``H<k>`` prototype: every k-th trial is in a bracket without rungs, so the
+    policy never prunes it, however bad; the others meet bracket 0's rungs as before."""
+    sys.path.insert(0, str(REPO / "benchmarks"))
+    from lcbench import MAX_EPOCHS, RungFreeShare
+
+    from costtune.policy import Decision
+
+    policy = RungFreeShare(MAX_EPOCHS, 3, grace_epochs=5, eta=5, brackets=1)
+    brackets = [policy.on_add(f"t{i}") for i in range(9)]
+    assert brackets == [0, 0, 1, 0, 0, 1, 0, 0, 1]
+    for i in range(9):  # each trial worse than the last at epoch 5
+        decision = policy.on_result(f"t{i}", 5, float(i), 1.0)
+        assert decision is (Decision.CONTINUE if i in (0, 2, 5, 8) else Decision.STOP), i
+    assert policy.on_result("t8", MAX_EPOCHS, 9.0, 2.0) is Decision.STOP  # done at max_epochs
+    assert policy.trials["t8"].stop_reason.value == "completed"
+
+
 def test_bracket_guard_keeps_the_stopper_off_a_later_brackets_trial_until_its_first_rung() -> None:
     """lcbench's ``Y`` prototype: the stopper still sees every epoch of every trial (its books
     move), but a stop it says for a trial of bracket 1 before that bracket's first rung is not
