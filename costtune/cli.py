@@ -348,7 +348,7 @@ def _check_writable(path: Path, flag: str, page: bool = True) -> None:
         _fail(f"{flag}: no such directory: {path.parent}", EXIT_USAGE)
     if not (path.exists() or path.is_symlink()):
         return
-    run = run_holding(path.parent)
+    run = run_holding(path.resolve().parent) or run_holding(path.parent)  # a link into a run counts
     if page and _is_costtune_page(path) and (run is None or path.suffix.lower() in (".html", ".htm")):
         return  # an older page, regenerated
     if run is not None:

@@ -116,7 +116,9 @@ def test_an_output_file_never_overwrites_a_runs_own_files_or_a_users_file(small_
         ["report", str(run), "--html", str(notes)],
         ["compare", str(run), str(small_run.output_dir), "--html", str(run / "summary.json")],
         ["lcbench", "3945", "--grid", "--out", str(run / "trials.csv")],
+        ["lcbench", "3945", "--grid", "--out", str(tmp_path / "link.csv")],  # a link to the ledger
     ]
+    (tmp_path / "link.csv").symlink_to(run / "ledger.jsonl")
     for argv in refused:
         result = CliRunner().invoke(main, argv)
         assert result.exit_code == 2, (argv, result.output)
