@@ -153,18 +153,21 @@ def estimate(
     s = config.scheduler
     stalled_epochs: float | None = None
     if s.type == "cost_aware_hyperband":
-        # an escalating policy warms up bracket 0's first rung alone
-        warm_brackets = 1 if s.escalate else None
-        expected_epochs = expected_epochs_hyperband(
-            trials,
-            config.max_epochs,
-            s.grace_epochs,
-            s.eta,
-            s.brackets,
-            Keep(s.keep),
-            warmup_trials(config),
-            warm_brackets=warm_brackets,
-        )
+
+        def hyperband_epochs(brackets: int | None) -> float:
+            # an escalating policy warms up bracket 0's first rung alone
+            return expected_epochs_hyperband(
+                trials,
+                config.max_epochs,
+                s.grace_epochs,
+                s.eta,
+                brackets,
+                Keep(s.keep),
+                warmup_trials(config),
+                warm_brackets=1 if s.escalate else None,
+            )
+
+        expected_epochs = hyperband_epochs(s.brackets)
         geometry = (
             f"CostAwareHyperBand: rungs at {rung_epochs(s.grace_epochs, s.eta, config.max_epochs)} epochs, "
             f"eta={s.eta}, keep {s.keep}, warm-up {warmup_trials(config) or 'off'}; "
@@ -172,19 +175,7 @@ def estimate(
         )
         most = max_bracket_index(s.grace_epochs, s.eta, config.max_epochs) + 1
         if s.escalate and (s.brackets or most) < most and trials > s.eta**2 + 1:
-            stalled_epochs = max(
-                expected_epochs_hyperband(
-                    trials,
-                    config.max_epochs,
-                    s.grace_epochs,
-                    s.eta,
-                    None,
-                    Keep(s.keep),
-                    warmup_trials(config),
-                    warm_brackets=1,
-                ),
-                expected_epochs,
-            )
+            stalled_epochs = max(hyperband_epochs(None), expected_epochs)
             geometry += (
                 f"; stalled: escalate opens all {most} brackets (counted as open from the first trial)"
             )

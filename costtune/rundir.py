@@ -23,16 +23,19 @@ from costtune.errors import ConfigError
 LOCK_FILE = ".costtune.lock"
 #: files that make a directory a costtune run
 RUN_MARKERS = ("ledger.jsonl", "config.yaml")
+#: where a sweep records where its ``module:function`` trainable was found (written with the config)
+SOURCE_FILE = "source.json"
 
 
 def run_holding(path: Path) -> Path | None:
     """The costtune run directory that ``path`` is, or lies under (``None``: none): one with a
     ledger, or with the config and source record a sweep writes first (a ``config.yaml`` alone
     is any project's)."""
+    ledger, config = RUN_MARKERS
     path = path.resolve()
     for directory in (path, *path.parents):
-        if (directory / "ledger.jsonl").is_file() or (
-            (directory / "config.yaml").is_file() and (directory / "source.json").is_file()
+        if (directory / ledger).is_file() or (
+            (directory / config).is_file() and (directory / SOURCE_FILE).is_file()
         ):
             return directory
     return None

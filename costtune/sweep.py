@@ -56,6 +56,7 @@ from costtune.run import ledger_spec, load_run_config
 from costtune.rundir import (
     EXPERIMENT_NAME,
     LOCK_FILE,
+    SOURCE_FILE,
     claim_existing,
     claim_new,
     counting_trials_tune_lost,
@@ -129,7 +130,6 @@ def check_trainable(fn: Any, where: str) -> None:
     raise ConfigError(f"{where} is a {type(fn).__name__}, not a Python function taking the trial's config")
 
 
-SOURCE_FILE = "source.json"
 #: CostAwareHyperBand's rung state, rewritten whole whenever it changes
 SCHEDULER_STATE = "scheduler_state.json"
 
