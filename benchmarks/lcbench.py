@@ -50,6 +50,7 @@ every run as CSV; ``--from`` re-prints the table of earlier CSVs.
 from __future__ import annotations
 
 import argparse
+import bisect
 import csv
 import dataclasses
 import math
@@ -353,6 +354,7 @@ _FLAGS: dict[str, tuple[str, Any]] = {
     "B": ("believer", False),
     "J": ("escalate", True),
     "Y": ("guard_brackets", True),
+    "D": ("dollar_grace", True),
 }
 
 
@@ -417,6 +419,9 @@ def parse_variant(method: str) -> tuple[str, dict[str, Any]]:
     open from the start.
     ``Y`` (costtune-hb-rel-tpe, a prototype): the stopper does not stop a trial of a later
     bracket before that bracket's first rung (:class:`BracketGuard`).
+    ``D`` (costtune-hb-rel-tpe, a prototype): a trial meets its bracket's first rung at that
+    rung's epochs or, sooner, once it has spent what that many epochs of the median trial cost
+    (:class:`DollarGrace`): an expensive configuration is judged on fewer epochs.
     ``H<k>`` (costtune-hb-rel-tpe, a prototype): every k-th trial starts in a bracket without
     rungs, judged by the stopper alone (:class:`RungFreeShare`; Hyperband's last bracket, open
     from the start).
@@ -649,6 +654,27 @@ class RungFreeShare(AsyncHyperband):
         self.trials[trial_id] = TrialState(bracket=bracket)
         self.version += 1
         return bracket
+
+
+class DollarGrace(AsyncHyperband):
+    """A prototype: a trial meets its bracket's first rung at that rung's epochs or, sooner, once
+    it has spent what that many epochs cost the sweep's median trial (the median of the trials'
+    first-epoch dollars so far), whichever comes first; later rungs are by epochs. An expensive
+    configuration is judged on fewer epochs, for the dollars a typical one's first rung costs."""
+
+    def __init__(self, max_epochs: int, **kwargs: Any) -> None:
+        super().__init__(max_epochs, **kwargs)
+        self.first_epoch_usd: list[float] = []
+
+    def on_result(self, trial_id: str, epoch: int, loss: float, cost_usd: float) -> Any:
+        if epoch == 1:
+            bisect.insort(self.first_epoch_usd, float(cost_usd))
+        state = self.trials.get(trial_id)
+        ladder = self.rungs_by_bracket[state.bracket if state is not None else 0]
+        typical = statistics.median(self.first_epoch_usd) if self.first_epoch_usd else math.inf
+        if ladder and epoch < ladder[0] and cost_usd >= ladder[0] * typical:
+            epoch = ladder[0]  # judged at the first rung now
+        return super().on_result(trial_id, epoch, loss, cost_usd)
 
 
 class BracketGuard:
@@ -956,7 +982,8 @@ def run_method(task: Task, seed: int, method: str) -> Trace:
         expected = bool(kwargs.pop("expected", False))
         guard = bool(kwargs.pop("guard_brackets", False))
         every = kwargs.pop("rung_free_every", None)
-        policy = AsyncHyperband(MAX_EPOCHS, **kwargs) if base == "costtune-hb-rel-tpe" else None
+        hyperband = DollarGrace if kwargs.pop("dollar_grace", False) else AsyncHyperband
+        policy = hyperband(MAX_EPOCHS, **kwargs) if base == "costtune-hb-rel-tpe" else None
         if every and policy is not None:
             policy = RungFreeShare(MAX_EPOCHS, every, **kwargs)
         last_rung = policy.rungs_by_bracket[0][-1] if wait and policy is not None else None

@@ -653,6 +653,25 @@ def test_rung_free_share_sends_every_kth_trial_past_the_rungs() -> None:
     assert policy.trials["t8"].stop_reason.value == "completed"
 
 
+def test_dollar_grace_judges_an_expensive_trial_at_the_dollars_of_a_typical_first_rung() -> None:
+    """lcbench's ``D`` prototype: a trial whose epochs cost 2.5× the median first epoch meets the
+    first rung (5 epochs) at epoch 2, once it has spent 5 median epochs' dollars; a typical
+    trial at epoch 5, as before."""
+    sys.path.insert(0, str(REPO / "benchmarks"))
+    from lcbench import DollarGrace
+
+    policy = DollarGrace(52, grace_epochs=5, eta=5, brackets=1)
+    for i, price in enumerate([1.0, 1.0, 1.0]):  # three typical trials, $1 an epoch
+        for epoch in range(1, 6):
+            policy.on_result(f"t{i}", epoch, 1.0 - 0.1 * epoch + 0.01 * i, price * epoch)
+    assert all(f"t{i}" in policy.rungs[0][5] for i in range(3))
+    policy.on_result("dear", 1, 2.0, 2.5)
+    assert "dear" not in policy.rungs[0][5]  # $2.50 of the $5 a typical first rung costs
+    policy.on_result("dear", 2, 1.5, 5.0)
+    assert policy.rungs[0][5]["dear"].loss == 1.5  # judged now, on its epoch-2 loss
+    assert policy.trials["dear"].stop_reason.value == "rung_pruned"  # behind the typical ones
+
+
 def test_bracket_guard_keeps_the_stopper_off_a_later_brackets_trial_until_its_first_rung() -> None:
     """lcbench's ``Y`` prototype: the stopper still sees every epoch of every trial (its books
     move), but a stop it says for a trial of bracket 1 before that bracket's first rung is not
