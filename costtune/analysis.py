@@ -6,10 +6,11 @@ Pure functions of a :class:`~costtune.ledger.Ledger` (pandas at most; no Ray, no
 from __future__ import annotations
 
 import math
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, replace
 
 from costtune.ledger import Ledger, TrialRecord
-from costtune.policy import reason_of
+from costtune.policy import StopReason, reason_of
 
 HIGH_ROI, MARGINAL, WASTE = "high-ROI", "marginal", "waste"
 
@@ -214,3 +215,112 @@ def dollars_to_best(ledger: Ledger) -> float | None:
     """Dollars the sweep spent before its best value was first reached."""
     points = best_so_far(ledger)
     return points[-1].usd if points else None
+
+
+#: the stop reasons that are the sweep's own judgement of a trial (not a cap, an error, the budget)
+JUDGED = frozenset(
+    r.value
+    for r in (
+        StopReason.RUNG_PRUNED,
+        StopReason.LOOKAHEAD_PRUNED,
+        StopReason.MARGINAL_ROI,
+        StopReason.OUTLOOK,
+        StopReason.PATIENCE,
+    )
+)
+#: a trial "moved" once its loss fell below its first epoch's by this share of what the sweep gained
+MOVED_SHARE = 0.02
+#: the share of judged trials stopped before moving at which the sweep is told (and the fewest)
+FLAT_STOPS_SHARE, FLAT_STOPS_MIN = 0.5, 10
+#: the best trial is "still improving" when its last tenth of max_epochs bought this share of its gain
+STILL_IMPROVING_SHARE = 0.1
+
+
+@dataclass(frozen=True, slots=True)
+class Finding:
+    """Something the sweep's own books say about its decisions that a user should act on."""
+
+    code: str
+    message: str
+
+
+def findings(ledger: Ledger) -> list[Finding]:
+    """What the sweep's own curves say about its decisions (:func:`curve_findings`)."""
+    spec = ledger.spec
+    loss = spec.direction.loss
+    curves = {
+        t: c
+        for t, r in ledger.trials.items()
+        if (c := [v for _, _, m in r.history if math.isfinite(v := loss(m))])
+    }
+    judged = {
+        t
+        for t, r in ledger.trials.items()
+        if reason_of(r.stop_reason, r.status) in JUDGED
+        and (spec.max_epochs is None or r.epochs < spec.max_epochs)
+    }
+    completed = {
+        t for t, r in ledger.trials.items() if spec.max_epochs is not None and r.epochs >= spec.max_epochs
+    }
+    return curve_findings(curves, judged, completed, spec.metric, spec.max_epochs)
+
+
+def curve_findings(
+    curves: Mapping[str, Sequence[float]],
+    judged: Collection[str],
+    completed: Collection[str],
+    metric: str,
+    max_epochs: int | None,
+) -> list[Finding]:
+    """What a sweep's curves say about its own decisions, in a line each (none when healthy).
+
+    ``curves``: each trial's losses by epoch (lower is better); ``judged``: the trials the rungs
+    or the stopping rule stopped before ``max_epochs``; ``completed``: those that reached it.
+
+    - ``stopped_before_moving``: at least half of the judged trials (and at least 10) had not
+      moved from their first epoch's loss (by 2% of what the sweep gained: the median first
+      loss less the best) when they were stopped. Where curves start flat (a warm-up, a small
+      learning rate), every decision is taken before the curves say anything, and a sweep can
+      stop the configurations that end best (``benchmarks/slow_starters.py``'s ``plateau``
+      curves: 56% of the stopped trials; on LCBench's dev tasks 0–20%).
+    - ``best_still_improving``: the best of the trials that reached ``max_epochs`` bought at
+      least a tenth of its whole gain in its last tenth of them (at least 2 epochs): more
+      epochs may buy more.
+    """
+    curves = {t: c for t, c in curves.items() if len(c)}
+    if not curves:
+        return []
+    firsts = sorted(c[0] for c in curves.values())
+    best = min(min(c) for c in curves.values())
+    gained = (firsts[(len(firsts) - 1) // 2] + firsts[len(firsts) // 2]) / 2 - best
+    out: list[Finding] = []
+    stopped = [t for t in judged if t in curves]
+    flat = sorted(len(curves[t]) for t in stopped if min(curves[t]) > curves[t][0] - MOVED_SHARE * gained)
+    if gained > 0 and len(stopped) >= FLAT_STOPS_MIN and len(flat) >= FLAT_STOPS_SHARE * len(stopped):
+        out.append(
+            Finding(
+                "stopped_before_moving",
+                f"{len(flat)} of the {len(stopped)} trials the rungs or the stopping rule stopped had not "
+                f"moved from their first epoch's {metric} (median stop at epoch {flat[len(flat) // 2]}): "
+                "where curves start flat (a warm-up, a small learning rate) they were judged before they "
+                "moved, and the configurations that end best may be among them; raise "
+                "scheduler.grace_epochs and stopping.min_epochs past the flat stretch, or run "
+                "scheduler.type: fifo",
+            )
+        )
+    full = [t for t in completed if t in curves]
+    if full and max_epochs is not None:
+        top = min(full, key=lambda t: (min(curves[t]), t))
+        c = list(curves[top])
+        w = max(2, max_epochs // 10)
+        whole, late = c[0] - min(c), (min(c[:-w]) - min(c)) if len(c) > w else 0.0
+        if whole > 0 and late >= STILL_IMPROVING_SHARE * whole:
+            out.append(
+                Finding(
+                    "best_still_improving",
+                    f"the best trial that ran to max_epochs ({top}) was still improving there: its last "
+                    f"{w} epochs bought {late / whole:.0%} of its whole gain in {metric}; a larger "
+                    "max_epochs may buy more",
+                )
+            )
+    return out

@@ -170,13 +170,17 @@ def sweep(
 
 
 def _print_result(result: Any, as_json: bool) -> None:
+    notes = result.findings
     if as_json:
-        summary = _no_nan({**result.summary, "interrupted": result.interrupted})
+        found = [{"code": f.code, "message": f.message} for f in notes]
+        summary = _no_nan({**result.summary, "interrupted": result.interrupted, "findings": found})
         click.echo(json.dumps(summary, indent=2, default=str))
         return
     from costtune.report import print_report
 
     print_report(result.trials, result.summary)
+    for f in notes:
+        click.echo(f"note: {f.message}")
 
 
 def _no_nan(value: Any) -> Any:
@@ -736,6 +740,7 @@ def replay(
     ends before the longest one was stopped when it was recorded: it is never taken as
     finished. The same seed gives the same replay.
     """
+    from costtune.analysis import curve_findings
     from costtune.curves import load_curves
     from costtune.policy import (
         AsyncHyperband,
@@ -824,10 +829,19 @@ def replay(
         "warmup_trials": warmup if scheduler == "hyperband" else None,
         "escalate": escalate if scheduler == "hyperband" else None,
     }
+    # what costtune's own curves say about its decisions (a flat start judged, say)
+    ended = costtune_run.stopped_at
+    notes = curve_findings(
+        costtune_run.losses_by_trial(),
+        judged={t for t, e in ended.items() if e < longest and t not in costtune_run.truncated},
+        completed={t for t, e in ended.items() if e >= longest},
+        metric="val_loss",
+        max_epochs=longest,
+    )
     if as_json:
-        click.echo(
-            json.dumps({"target": goal, "target_at": target_at, "settings": settings, "runs": data}, indent=2)
-        )
+        found = [{"code": f.code, "message": f.message} for f in notes]
+        doc = {"target": goal, "target_at": target_at, "settings": settings, "runs": data, "findings": found}
+        click.echo(json.dumps(doc, indent=2))
         return
     click.echo(
         f"{len(table)} configurations ({len(recorded.truncated)} truncated), {workers} worker(s), "
@@ -844,6 +858,8 @@ def replay(
         )
     saved = 1 - costtune_run.total_usd / recorded.total_usd if recorded.total_usd else 0.0
     click.echo(f"saved: {saved:.0%} of the recorded cost")
+    for f in notes:
+        click.echo(f"note: {f.message}")
 
 
 @main.command()

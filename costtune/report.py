@@ -21,10 +21,12 @@ from rich.table import Table
 from costtune.analysis import (
     Elbow,
     EpochPoint,
+    Finding,
     cost_to_target,
     curve,
     dollars_to_best,
     elbow,
+    findings,
     spend_by_band,
     spend_by_stop_reason,
     zone_bands,
@@ -207,6 +209,8 @@ class Report:
     elbow: Elbow | None
     zones: list[EpochPoint] = field(default_factory=list)
     curves: dict[str, list[EpochPoint]] = field(default_factory=dict)  # the best trial's
+    #: what the sweep's own curves say about its decisions (:func:`costtune.analysis.findings`)
+    findings: list[Finding] = field(default_factory=list)
 
 
 def epoch_bands(run: Run) -> list[int]:
@@ -234,6 +238,7 @@ def build_report(run: Run, min_roi: float | None = None, window: int = 3) -> Rep
         elbow=best_elbow,
         zones=zones,
         curves=curves,
+        findings=findings(ledger),
     )
 
 
@@ -266,6 +271,7 @@ def report_lines(report: Report) -> list[str]:
                 for p in report.zones
             )
         )
+    lines += [f"note: {f.message}" for f in report.findings]
     return lines
 
 
@@ -289,6 +295,7 @@ def report_json(report: Report) -> dict[str, Any]:
             {"epoch": p.epoch, "best_so_far": p.best_so_far, "usd": p.usd, "zone": p.zone}
             for p in report.zones
         ],
+        "findings": [{"code": f.code, "message": f.message} for f in report.findings],
         "trials": json.loads(report.trials.to_json(orient="records")),
     }
 

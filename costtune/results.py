@@ -106,6 +106,15 @@ class SweepResult:
             "checkpoint": _checkpoint_of(self.output_dir, record.trial_id, epoch),
         }
 
+    @property
+    def findings(self) -> list[Any]:
+        """What the sweep's own curves say about its decisions, each a
+        :class:`~costtune.analysis.Finding` (``code``, ``message``); empty when nothing stands out.
+        ``costtune sweep`` and ``costtune report`` print them as ``note:`` lines."""
+        from costtune.analysis import findings
+
+        return findings(self.ledger)
+
     def to_optuna_study(self) -> Any:
         """The trials as an in-memory ``optuna.Study``, for Optuna's analysis tools
         (``optuna.importance``, ``optuna.visualization``). See :func:`to_optuna_study`."""

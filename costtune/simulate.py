@@ -51,6 +51,14 @@ class Simulation:
     def wall_clock_s(self) -> float:
         return max((e.clock_s for e in self.epochs), default=0.0)
 
+    def losses_by_trial(self) -> dict[str, list[float]]:
+        """Each trial's finite losses, in the order its epochs ran."""
+        out: dict[str, list[float]] = {}
+        for e in self.epochs:
+            if math.isfinite(e.val_loss):
+                out.setdefault(e.config_id, []).append(e.val_loss)
+        return out
+
     def cost_to_target(self, target: float) -> float | None:
         """Dollars spent when any observed loss first reached ``target`` (None: never)."""
         for e in self.epochs:

@@ -504,3 +504,65 @@ def test_replay_cli_stops_with_the_sweeps_default_rule(table_path) -> None:
     assert expected["runs"]["costtune"]["epochs"] < 54  # the flat t5 cannot beat the best: stopped
     assert default["runs"]["costtune"]["epochs"] < none["runs"]["costtune"]["epochs"] == 54  # flat t5 stops
     assert default["runs"]["costtune"]["best_val_loss"] == none["runs"]["costtune"]["best_val_loss"]
+
+
+@pytest.mark.ray
+def test_a_sweep_that_judged_flat_starts_says_so_in_its_report_and_replay(
+    ray_session, tmp_path, capsys
+) -> None:
+    """Curves flat at their first loss until epoch 3 + i, the late droppers ending best: a real
+    sweep (the replay trainable in Ray, the default stopping rule, rungs at 2 and 6) stops
+    most of them flat, and the sweep's output, its report (text and JSON), its Python result
+    and ``costtune replay`` of the same curves all say so in one line each."""
+    from costtune.cli import _print_result
+    from costtune.config import parse_config
+    from costtune.sweep import run_sweep
+
+    curves = {
+        f"c{i:02d}": [2.3 + 0.001 * i if e < 3 + i else 0.5 - 0.02 * i for e in range(1, 13)]
+        for i in range(14)
+    }
+    path = _write_table(tmp_path, curves)
+    config = parse_config(
+        {
+            "name": "flat-starts",
+            "trainable": {"name": "replay", "args": {"curves": str(path)}},
+            "max_epochs": 12,
+            "num_samples": 1,
+            "max_concurrent_trials": 2,
+            "search_space": {"config_id": {"type": "choice", "values": list(curves)}},
+            "searcher": {"type": "grid"},
+            "scheduler": {"grace_epochs": 2, "eta": 3, "escalate": False},
+            "cost": {"time_field": "sim_seconds", "prices": {"cpu": 1.0}},
+            "approval": {
+                "justification": "replay fourteen recorded curves",
+                "estimated_resources": "none",
+                "stop_conditions": "rungs",
+                "approver": "tests",
+            },
+        }
+    )
+    result = run_sweep(config, tmp_path / "run")
+    [note] = result.findings
+    assert note.code == "stopped_before_moving"
+    judged = result.trials[result.trials["stop_reason"].isin(["rung_pruned", "marginal_roi"])]
+    assert f"of the {len(judged)} trials the rungs or the stopping rule stopped" in note.message
+    assert int(note.message.split()[0]) >= len(judged) / 2 >= 5
+    _print_result(result, as_json=False)
+    assert f"note: {note.message}\n" in capsys.readouterr().out
+    _print_result(result, as_json=True)
+    assert json.loads(capsys.readouterr().out)["findings"] == [{"code": note.code, "message": note.message}]
+    text = CliRunner().invoke(main, ["report", str(tmp_path / "run")])
+    assert text.exit_code == 0 and f"note: {note.message}" in " ".join(text.output.split())
+    data = json.loads(CliRunner().invoke(main, ["report", str(tmp_path / "run"), "--format", "json"]).output)
+    assert [f["code"] for f in data["findings"]] == ["stopped_before_moving"]
+    replayed = CliRunner().invoke(main, ["replay", str(path), "--grace-epochs", "2", "--eta", "3", "--json"])
+    assert [f["code"] for f in json.loads(replayed.output)["findings"]] == ["stopped_before_moving"]
+    # curves that fall from their first epoch, the same settings: nothing to say
+    falling = {t: [1.0 / (e + 0.1 * i) for e in range(1, 13)] for i, t in enumerate(curves)}
+    (tmp_path / "falling").mkdir()  # another path: load_curves caches a table by its path
+    calm = CliRunner().invoke(
+        main,
+        ["replay", str(_write_table(tmp_path / "falling", falling)), "--grace-epochs", "2", "--eta", "3"],
+    )
+    assert calm.exit_code == 0 and "note:" not in calm.output
