@@ -19,7 +19,8 @@ every configuration has been tried or stopped), with the scheduler's defaults, w
 ``--no-escalate``, and as FIFO without stopping (every proposal run to the end). The target is
 the 6th-best final loss of the table. Prints, per kind and setting: runs reaching the target,
 the median cost to target (a failure counted as the recorded sweep's whole cost) as a share of
-the recorded sweep's cost, and the median best loss.
+the recorded sweep's cost, the median best loss, and in how many runs the replay's findings
+(``costtune replay``'s ``note:`` lines) said that most stopped trials had not moved yet.
 
     .venv/bin/python benchmarks/slow_starters.py [--tables 3 --seeds 3] [--kinds slow]
         [--settings "default,rungs only,stopper only"]
@@ -37,6 +38,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from costtune.analysis import curve_findings
 from costtune.curves import Curve
 from costtune.policy import AsyncHyperband, MarginalRoiStopping, StoppingRule, auto_warmup_trials
 from costtune.pool import GpPool
@@ -73,6 +75,18 @@ def table(kind: str, seed: int) -> list[Curve]:
 #: what a replay may run: the default, --no-escalate, and, to see which part fails, the default's
 #: rungs without its stopper, its stopper without rungs, and neither
 SETTINGS = ("default", "--no-escalate", "rungs only", "stopper only", "fifo, no stopping")
+
+
+def findings(sim: Any) -> list[Any]:
+    """What the replay's own curves say about its decisions, as ``costtune replay`` prints them."""
+    ended = sim.stopped_at
+    return curve_findings(
+        sim.losses_by_trial(),
+        judged={t for t, e in ended.items() if e < EPOCHS and t not in sim.truncated},
+        completed={t for t, e in ended.items() if e >= EPOCHS},
+        metric="val_loss",
+        max_epochs=EPOCHS,
+    )
 
 
 def replay(curves: list[Curve], setting: str, seed: int) -> Any:
@@ -124,10 +138,14 @@ def main(argv: list[str] | None = None) -> None:
     ):
         if bad:
             parser.error(f"{what}: unknown {bad[0]!r}")
-    print("| curves | setting | reached | cost to target ÷ recorded (median) | best loss (median) |")
-    print("|---|---|---:|---:|---:|")
+    print(
+        "| curves | setting | reached | cost to target ÷ recorded (median) | best loss (median) "
+        "| told: stopped before moving |"
+    )
+    print("|---|---|---:|---:|---:|---:|")
     for kind in kinds:
         results: dict[str, list[tuple[float, float]]] = {s: [] for s in settings}
+        told = dict.fromkeys(settings, 0)  # runs whose findings say trials were stopped before moving
         for t in range(args.tables):
             curves = table(kind, t)
             recorded = sum(float(c.epoch_seconds.sum()) for c in curves) / 3600 * USD_PER_HOUR
@@ -138,12 +156,13 @@ def main(argv: list[str] | None = None) -> None:
                     cost = sim.cost_to_target(target)  # None: not reached
                     share = float("inf") if cost is None else cost / recorded
                     results[setting].append((share, sim.best_loss))
+                    told[setting] += any(f.code == "stopped_before_moving" for f in findings(sim))
         for setting, runs in results.items():
             reached = sum(np.isfinite(c) for c, _ in runs)
             shares = [min(c, 1.0) for c, _ in runs]
             print(
                 f"| {kind} | {setting} | {reached}/{len(runs)} | {statistics.median(shares):.3f} "
-                f"| {statistics.median(b for _, b in runs):.4f} |"
+                f"| {statistics.median(b for _, b in runs):.4f} | {told[setting]}/{len(runs)} |"
             )
 
 
