@@ -678,7 +678,12 @@ def _quiet_ray_logs() -> Iterator[None]:
     for logger in loggers:
         logger.addFilter(one_line)
     try:
-        yield
+        with warnings.catch_warnings():
+            # a resumed trial re-runs the epochs after its last checkpoint, and Ray's Optuna
+            # searcher reports each again: Optuna keeps the first value and warned once per
+            # epoch (the ledger charges both runs; the searcher's value is the same epoch's)
+            warnings.filterwarnings("ignore", message=r"The reported value is ignored because this `step=")
+            yield
     finally:
         for logger in loggers:
             logger.removeFilter(one_line)
