@@ -38,9 +38,9 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from costtune.analysis import curve_findings
+from costtune.analysis import MOVED_SHARE, curve_findings
 from costtune.curves import Curve
-from costtune.policy import AsyncHyperband, MarginalRoiStopping, StoppingRule, auto_warmup_trials
+from costtune.policy import AsyncHyperband, Decision, MarginalRoiStopping, StoppingRule, auto_warmup_trials
 from costtune.pool import GpPool
 from costtune.simulate import simulate
 
@@ -74,7 +74,101 @@ def table(kind: str, seed: int) -> list[Curve]:
 
 #: what a replay may run: the default, --no-escalate, and, to see which part fails, the default's
 #: rungs without its stopper, its stopper without rungs, and neither
-SETTINGS = ("default", "--no-escalate", "rungs only", "stopper only", "fifo, no stopping")
+SETTINGS = (
+    "default",
+    "--no-escalate",
+    "rungs only",
+    "stopper only",
+    "fifo, no stopping",
+    "default + flat guard",
+)
+
+
+class FlatStartGuard:
+    """A prototype, not in the product: the findings' ``stopped_before_moving`` rule acted on.
+
+    Once at least ``min_judged`` trials were stopped (by the rungs or the stopper, before the
+    last epoch) and at least half of them had not moved from their first loss (by 2% of what
+    the sweep gained: :data:`costtune.analysis.MOVED_SHARE`), it latches on: from then, a
+    trial that has not moved is not judged at all; once it moves, it is left alone for ``hold``
+    more epochs (a drop takes a few; the stopper's smoothed curve, a median of 5, lags it), and
+    then the rungs count its epochs from the move (its first rung is behind it: judged at once). The policy's wrapper
+    must see every epoch first (``simulate`` asks the policy before the stopper).
+    """
+
+    def __init__(self, min_judged: int = 10, hold: int = 10) -> None:
+        self.min_judged, self.hold = min_judged, hold
+        self.first: dict[str, float] = {}
+        self.low: dict[str, float] = {}
+        self.epoch: dict[str, int] = {}
+        self.best = float("inf")
+        self.judged = self.flat = 0
+        self.on = False
+        self.spared: set[str] = set()
+        self.start: dict[str, int] = {}  # a spared trial's epoch of moving
+
+    def see(self, trial: str, epoch: int, loss: float) -> None:
+        self.first.setdefault(trial, loss)
+        self.low[trial] = min(self.low.get(trial, loss), loss)
+        self.epoch[trial] = epoch
+        self.best = min(self.best, loss)
+        if self.on and not self.moved(trial):
+            self.spared.add(trial)
+        elif trial in self.spared:
+            self.start.setdefault(trial, epoch)
+
+    def moved(self, trial: str) -> bool:
+        gain = statistics.median(self.first.values()) - self.best
+        return self.low[trial] < self.first[trial] - MOVED_SHARE * gain
+
+    def holds(self, trial: str, span: int) -> bool:
+        """Whether ``trial`` is spared: unmoved, or moved fewer than ``span`` epochs ago."""
+        if trial not in self.spared:
+            return False
+        return trial not in self.start or self.epoch[trial] - self.start[trial] + 1 < span
+
+    def stopped(self, trial: str) -> None:
+        self.judged += 1
+        self.flat += not self.moved(trial)
+        self.on = self.on or (self.judged >= self.min_judged and 2 * self.flat >= self.judged)
+
+    def policy(self, inner: AsyncHyperband) -> Any:
+        guard = self
+
+        class Guarded:
+            def on_add(self, trial: str) -> int:
+                return inner.on_add(trial)
+
+            def on_result(self, trial: str, epoch: int, loss: float, usd: float) -> Decision:
+                guard.see(trial, epoch, loss)
+                if guard.holds(trial, guard.hold):
+                    return Decision.CONTINUE
+                shifted = epoch - guard.start[trial] + 1 if trial in guard.start else epoch
+                decision = inner.on_result(trial, shifted, loss, usd)
+                if decision is Decision.STOP and epoch < EPOCHS:
+                    guard.stopped(trial)
+                return decision
+
+            def __getattr__(self, name: str) -> Any:
+                return getattr(inner, name)
+
+        return Guarded()
+
+    def stopper(self, inner: MarginalRoiStopping) -> Any:
+        guard = self
+
+        class Guarded:
+            def on_result(self, trial: str, loss: float, hours: float, usd: float) -> Any:
+                said = inner.on_result(trial, loss, hours, usd)  # its books see every epoch
+                if said is None or guard.holds(trial, guard.hold):
+                    return None
+                guard.stopped(trial)
+                return said
+
+            def __getattr__(self, name: str) -> Any:
+                return getattr(inner, name)
+
+        return Guarded()
 
 
 def findings(sim: Any) -> list[Any]:
@@ -92,13 +186,16 @@ def findings(sim: Any) -> list[Any]:
 def replay(curves: list[Curve], setting: str, seed: int) -> Any:
     """One replay of ``curves`` as ``costtune replay --searcher gp`` runs it."""
     policy, stopping = None, None
-    if setting in ("default", "--no-escalate", "rungs only"):
+    if setting in ("default", "--no-escalate", "rungs only", "default + flat guard"):
         escalate = setting != "--no-escalate"
         warmup = auto_warmup_trials(5, len(curves))
         policy = AsyncHyperband(EPOCHS, 5, 5, 1, "loss", "floor", None, warmup, escalate)
-    if setting in ("default", "--no-escalate", "stopper only"):
+    if setting in ("default", "--no-escalate", "stopper only", "default + flat guard"):
         rule = StoppingRule(min_relative_roi=0.3, spare_best=True, max_epochs=EPOCHS)
         stopping = MarginalRoiStopping(rule)
+    if setting == "default + flat guard" and policy is not None and stopping is not None:
+        guard = FlatStartGuard()
+        policy, stopping = guard.policy(policy), guard.stopper(stopping)
     pool = GpPool(curves, seed=seed)
     return simulate(
         [],

@@ -724,6 +724,29 @@ def test_slow_starters_tables_are_seeded_and_their_early_ranks_point_the_wrong_w
     assert all(c.val_loss[4] > 2.2 for c in best)  # still at the initial loss, 2.3
 
 
+def test_the_flat_start_guard_spares_unmoved_trials_only_once_most_judged_ones_were_flat() -> None:
+    """slow_starters' ``default + flat guard`` prototype: with no flat stops behind it, a rung
+    prunes a flat trial as the plain policy does; after 10 stops of which half were flat, an
+    unmoved trial goes on, and once it moves it is held 10 epochs, then judged from the move."""
+    sys.path.insert(0, str(REPO / "benchmarks"))
+    from slow_starters import FlatStartGuard
+
+    from costtune.policy import AsyncHyperband, Decision
+
+    guard = FlatStartGuard()
+    policy = guard.policy(AsyncHyperband(60, 5, 5, 1, "loss", "floor", None, None, False))
+    assert policy.on_result("fast", 1, 2.0, 1.0) is Decision.CONTINUE
+    for epoch in range(2, 6):
+        policy.on_result("fast", epoch, 2.0 - 0.3 * epoch, epoch)  # moves, and makes the rung
+    for i in range(10):  # ten flat trials, behind it at the rung: pruned, as without the guard
+        decisions = [policy.on_result(f"flat{i}", e, 2.3, e) for e in range(1, 6)]
+        assert decisions[-1] is Decision.STOP and guard.on is (i == 9)  # on at the tenth flat stop
+    assert (guard.judged, guard.flat) == (10, 10)
+    late = [policy.on_result("late", e, 2.3 if e < 20 else 0.2, e) for e in range(1, 40)]
+    assert Decision.STOP not in late[:29]  # unmoved to 19, then held for 10 epochs
+    assert guard.start["late"] == 20
+
+
 def test_slow_starters_refuses_bad_counts() -> None:
     done = subprocess.run(
         [sys.executable, str(REPO / "benchmarks" / "slow_starters.py"), "--seeds", "0"],
