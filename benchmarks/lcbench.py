@@ -355,6 +355,7 @@ _FLAGS: dict[str, tuple[str, Any]] = {
     "J": ("escalate", True),
     "Y": ("guard_brackets", True),
     "D": ("dollar_grace", True),
+    "Z": ("flat_guard", True),
 }
 
 
@@ -422,6 +423,8 @@ def parse_variant(method: str) -> tuple[str, dict[str, Any]]:
     ``D`` (costtune-hb-rel-tpe, a prototype): a trial meets its bracket's first rung at that
     rung's epochs or, sooner, once it has spent what that many epochs of the median trial cost
     (:class:`DollarGrace`): an expensive configuration is judged on fewer epochs.
+    ``Z`` (costtune-hb-rel-tpe, a prototype): the flat-start guard of ``slow_starters.py``
+    (:class:`slow_starters.FlatStartGuard`) around the policy and the stopper.
     ``H<k>`` (costtune-hb-rel-tpe, a prototype): every k-th trial starts in a bracket without
     rungs, judged by the stopper alone (:class:`RungFreeShare`; Hyperband's last bracket, open
     from the start).
@@ -982,6 +985,7 @@ def run_method(task: Task, seed: int, method: str) -> Trace:
         expected = bool(kwargs.pop("expected", False))
         guard = bool(kwargs.pop("guard_brackets", False))
         every = kwargs.pop("rung_free_every", None)
+        flat_guard = kwargs.pop("flat_guard", False)
         hyperband = DollarGrace if kwargs.pop("dollar_grace", False) else AsyncHyperband
         policy = hyperband(MAX_EPOCHS, **kwargs) if base == "costtune-hb-rel-tpe" else None
         if every and policy is not None:
@@ -999,6 +1003,11 @@ def run_method(task: Task, seed: int, method: str) -> Trace:
         )
         if guard and policy is not None:
             rule = BracketGuard(rule, policy)  # type: ignore[assignment]
+        if flat_guard and policy is not None:
+            from slow_starters import FlatStartGuard
+
+            flat = FlatStartGuard(max_epochs=MAX_EPOCHS)
+            policy, rule = flat.policy(policy), flat.stopper(rule)
         return run_tpe_loop(task, seed, policy, rule, **tpe)
     if base == "costtune-hb-patience-tpe":
         rule = MarginalRoiStopping(PATIENCE_RULE)

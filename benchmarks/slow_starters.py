@@ -92,12 +92,13 @@ class FlatStartGuard:
     the sweep gained: :data:`costtune.analysis.MOVED_SHARE`), it latches on: from then, a
     trial that has not moved is not judged at all; once it moves, it is left alone for ``hold``
     more epochs (a drop takes a few; the stopper's smoothed curve, a median of 5, lags it), and
-    then the rungs count its epochs from the move (its first rung is behind it: judged at once). The policy's wrapper
-    must see every epoch first (``simulate`` asks the policy before the stopper).
+    then the rungs count its epochs from the move (its first rung is behind it: judged at
+    once). The policy's wrapper must see every epoch first (``simulate`` asks the policy before
+    the stopper).
     """
 
-    def __init__(self, min_judged: int = 10, hold: int = 10) -> None:
-        self.min_judged, self.hold = min_judged, hold
+    def __init__(self, min_judged: int = 10, hold: int = 10, max_epochs: int = EPOCHS) -> None:
+        self.min_judged, self.hold, self.max_epochs = min_judged, hold, max_epochs
         self.first: dict[str, float] = {}
         self.low: dict[str, float] = {}
         self.epoch: dict[str, int] = {}
@@ -145,7 +146,7 @@ class FlatStartGuard:
                     return Decision.CONTINUE
                 shifted = epoch - guard.start[trial] + 1 if trial in guard.start else epoch
                 decision = inner.on_result(trial, shifted, loss, usd)
-                if decision is Decision.STOP and epoch < EPOCHS:
+                if decision is Decision.STOP and epoch < guard.max_epochs:
                     guard.stopped(trial)
                 return decision
 
