@@ -38,7 +38,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from costtune.analysis import MOVED_SHARE, curve_findings
+from costtune.analysis import MOVED_SHARE
 from costtune.curves import Curve
 from costtune.policy import AsyncHyperband, Decision, MarginalRoiStopping, StoppingRule, auto_warmup_trials
 from costtune.pool import GpPool
@@ -172,18 +172,6 @@ class FlatStartGuard:
         return Guarded()
 
 
-def findings(sim: Any) -> list[Any]:
-    """What the replay's own curves say about its decisions, as ``costtune replay`` prints them."""
-    ended = sim.stopped_at
-    return curve_findings(
-        sim.losses_by_trial(),
-        judged={t for t, e in ended.items() if e < EPOCHS and t not in sim.truncated},
-        completed={t for t, e in ended.items() if e >= EPOCHS},
-        metric="val_loss",
-        max_epochs=EPOCHS,
-    )
-
-
 def replay(curves: list[Curve], setting: str, seed: int) -> Any:
     """One replay of ``curves`` as ``costtune replay --searcher gp`` runs it."""
     policy, stopping = None, None
@@ -254,7 +242,7 @@ def main(argv: list[str] | None = None) -> None:
                     cost = sim.cost_to_target(target)  # None: not reached
                     share = float("inf") if cost is None else cost / recorded
                     results[setting].append((share, sim.best_loss))
-                    told[setting] += any(f.code == "stopped_before_moving" for f in findings(sim))
+                    told[setting] += any(f.code == "stopped_before_moving" for f in sim.findings(EPOCHS))
         for setting, runs in results.items():
             reached = sum(np.isfinite(c) for c, _ in runs)
             shares = [min(c, 1.0) for c, _ in runs]

@@ -243,6 +243,9 @@ class Finding:
     code: str
     message: str
 
+    def to_dict(self) -> dict[str, str]:
+        return {"code": self.code, "message": self.message}
+
 
 def findings(ledger: Ledger) -> list[Finding]:
     """What the sweep's own curves say about its decisions (:func:`curve_findings`)."""

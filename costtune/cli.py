@@ -172,7 +172,7 @@ def sweep(
 def _print_result(result: Any, as_json: bool) -> None:
     notes = result.findings
     if as_json:
-        found = [{"code": f.code, "message": f.message} for f in notes]
+        found = [f.to_dict() for f in notes]
         summary = _no_nan({**result.summary, "interrupted": result.interrupted, "findings": found})
         click.echo(json.dumps(summary, indent=2, default=str))
         return
@@ -740,7 +740,6 @@ def replay(
     ends before the longest one was stopped when it was recorded: it is never taken as
     finished. The same seed gives the same replay.
     """
-    from costtune.analysis import curve_findings
     from costtune.curves import load_curves
     from costtune.policy import (
         AsyncHyperband,
@@ -829,17 +828,9 @@ def replay(
         "warmup_trials": warmup if scheduler == "hyperband" else None,
         "escalate": escalate if scheduler == "hyperband" else None,
     }
-    # what costtune's own curves say about its decisions (a flat start judged, say)
-    ended = costtune_run.stopped_at
-    notes = curve_findings(
-        costtune_run.losses_by_trial(),
-        judged={t for t, e in ended.items() if e < longest and t not in costtune_run.truncated},
-        completed={t for t, e in ended.items() if e >= longest},
-        metric="val_loss",
-        max_epochs=longest,
-    )
+    notes = costtune_run.findings(longest)  # what its own curves say of its decisions
     if as_json:
-        found = [{"code": f.code, "message": f.message} for f in notes]
+        found = [f.to_dict() for f in notes]
         doc = {"target": goal, "target_at": target_at, "settings": settings, "runs": data, "findings": found}
         click.echo(json.dumps(doc, indent=2))
         return

@@ -295,7 +295,7 @@ def report_json(report: Report) -> dict[str, Any]:
             {"epoch": p.epoch, "best_so_far": p.best_so_far, "usd": p.usd, "zone": p.zone}
             for p in report.zones
         ],
-        "findings": [{"code": f.code, "message": f.message} for f in report.findings],
+        "findings": [f.to_dict() for f in report.findings],
         "trials": json.loads(report.trials.to_json(orient="records")),
     }
 

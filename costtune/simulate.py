@@ -15,6 +15,7 @@ import math
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 from costtune.curves import Curve
 from costtune.policy import AsyncHyperband, Decision, MarginalRoiStopping, OutlookStopping, StopReason
@@ -58,6 +59,21 @@ class Simulation:
             if math.isfinite(e.val_loss):
                 out.setdefault(e.config_id, []).append(e.val_loss)
         return out
+
+    def findings(self, max_epochs: int) -> list[Any]:
+        """What the run's own curves say about its decisions
+        (:func:`costtune.analysis.curve_findings`): the trials it stopped before ``max_epochs``,
+        truncated ones aside, count as judged."""
+        from costtune.analysis import curve_findings
+
+        ended = self.stopped_at
+        return curve_findings(
+            self.losses_by_trial(),
+            judged={t for t, e in ended.items() if e < max_epochs and t not in self.truncated},
+            completed={t for t, e in ended.items() if e >= max_epochs},
+            metric="val_loss",
+            max_epochs=max_epochs,
+        )
 
     def cost_to_target(self, target: float) -> float | None:
         """Dollars spent when any observed loss first reached ``target`` (None: never)."""
