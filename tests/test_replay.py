@@ -164,6 +164,28 @@ def test_replay_cli_compares_recorded_with_costtune(table_path) -> None:
     assert bad.exit_code == 2 and "curves: no such file" in bad.output
 
 
+def _replay_sweep(table_path: Path, config_ids: list[str], **overrides: object) -> dict:
+    """A sweep's config replaying the recorded curves of ``table_path``: a grid over
+    ``config_ids``, one trial at a time, 9 epochs, the recorded seconds priced $1 an hour."""
+    return {
+        "name": "replayed",
+        "trainable": {"name": "replay", "args": {"curves": str(table_path)}},
+        "max_epochs": 9,
+        "num_samples": 1,
+        "max_concurrent_trials": 1,
+        "search_space": {"config_id": {"type": "choice", "values": config_ids}},
+        "searcher": {"type": "grid"},
+        "cost": {"time_field": "sim_seconds", "prices": {"cpu": 1.0}},
+        "approval": {
+            "justification": "replay recorded curves",
+            "estimated_resources": "none",
+            "stop_conditions": "rungs",
+            "approver": "tests",
+        },
+        **overrides,
+    }
+
+
 def _replay_in_ray(table_path: Path, run_dir: Path, **overrides: object) -> tuple[pd.DataFrame, list[str]]:
     """A real sweep over the recorded curves (grid over config_id, one trial at a time);
     returns the trial table by config_id and the order Ray ran the configurations in. The
@@ -173,25 +195,7 @@ def _replay_in_ray(table_path: Path, run_dir: Path, **overrides: object) -> tupl
 
     overrides["stopping"] = {"min_relative_roi": None, **overrides.get("stopping", {})}  # type: ignore[dict-item]
 
-    config = parse_config(
-        {
-            "name": "replayed",
-            "trainable": {"name": "replay", "args": {"curves": str(table_path)}},
-            "max_epochs": 9,
-            "num_samples": 1,
-            "max_concurrent_trials": 1,
-            "search_space": {"config_id": {"type": "choice", "values": list(CURVES)}},
-            "searcher": {"type": "grid"},
-            "cost": {"time_field": "sim_seconds", "prices": {"cpu": 1.0}},
-            "approval": {
-                "justification": "replay six recorded curves",
-                "estimated_resources": "none",
-                "stop_conditions": "rungs",
-                "approver": "tests",
-            },
-            **overrides,
-        }
-    )
+    config = parse_config(_replay_sweep(table_path, list(CURVES), **overrides))
     result = run_sweep(config, run_dir)
     ran: list[str] = []
     for line in (run_dir / "ledger.jsonl").read_text().splitlines():
@@ -524,23 +528,13 @@ def test_a_sweep_that_judged_flat_starts_says_so_in_its_report_and_replay(
     }
     path = _write_table(tmp_path, curves)
     config = parse_config(
-        {
-            "name": "flat-starts",
-            "trainable": {"name": "replay", "args": {"curves": str(path)}},
-            "max_epochs": 12,
-            "num_samples": 1,
-            "max_concurrent_trials": 2,
-            "search_space": {"config_id": {"type": "choice", "values": list(curves)}},
-            "searcher": {"type": "grid"},
-            "scheduler": {"grace_epochs": 2, "eta": 3, "escalate": False},
-            "cost": {"time_field": "sim_seconds", "prices": {"cpu": 1.0}},
-            "approval": {
-                "justification": "replay fourteen recorded curves",
-                "estimated_resources": "none",
-                "stop_conditions": "rungs",
-                "approver": "tests",
-            },
-        }
+        _replay_sweep(
+            path,
+            list(curves),
+            max_epochs=12,
+            max_concurrent_trials=2,
+            scheduler={"grace_epochs": 2, "eta": 3, "escalate": False},
+        )
     )
     result = run_sweep(config, tmp_path / "run")
     [note] = result.findings
