@@ -73,7 +73,8 @@ def table(kind: str, seed: int) -> list[Curve]:
 
 
 #: what a replay may run: the default, --no-escalate, and, to see which part fails, the default's
-#: rungs without its stopper, its stopper without rungs, and neither
+#: rungs without its stopper, its stopper without rungs, and neither; two prototypes: the flat
+#: guard, and a stall that only a gain of 2% of the sweep's ends (``stall_min_gain``)
 SETTINGS = (
     "default",
     "--no-escalate",
@@ -81,6 +82,7 @@ SETTINGS = (
     "stopper only",
     "fifo, no stopping",
     "default + flat guard",
+    "default + stall 2%",
 )
 
 
@@ -175,11 +177,12 @@ class FlatStartGuard:
 def replay(curves: list[Curve], setting: str, seed: int) -> Any:
     """One replay of ``curves`` as ``costtune replay --searcher gp`` runs it."""
     policy, stopping = None, None
-    if setting in ("default", "--no-escalate", "rungs only", "default + flat guard"):
+    if setting in ("default", "--no-escalate", "rungs only", "default + flat guard", "default + stall 2%"):
         escalate = setting != "--no-escalate"
         warmup = auto_warmup_trials(5, len(curves))
-        policy = AsyncHyperband(EPOCHS, 5, 5, 1, "loss", "floor", None, warmup, escalate)
-    if setting in ("default", "--no-escalate", "stopper only", "default + flat guard"):
+        stall = 0.02 if setting == "default + stall 2%" else 0.0
+        policy = AsyncHyperband(EPOCHS, 5, 5, 1, "loss", "floor", None, warmup, escalate, stall)
+    if setting in ("default", "--no-escalate", "stopper only", "default + flat guard", "default + stall 2%"):
         rule = StoppingRule(min_relative_roi=0.3, spare_best=True, max_epochs=EPOCHS)
         stopping = MarginalRoiStopping(rule)
     if setting == "default + flat guard" and policy is not None and stopping is not None:

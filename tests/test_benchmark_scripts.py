@@ -320,6 +320,32 @@ def test_lcbench_until_target_gives_the_same_cost_to_target() -> None:
         assert math.isfinite(full["regret"]) and full["spent"] >= task.budget * 0.99, method
 
 
+@pytest.mark.skipif(
+    not SHARED_LCBENCH.is_dir(), reason="the shared LCBench surrogate is not beside this checkout"
+)
+def test_lcbench_ranks_tells_how_far_early_epochs_rank_the_final_losses() -> None:
+    """--ranks: Spearman's correlation of the epoch-5 and epoch-25 losses with the final one, a
+    row per task and the median; later epochs rank better, and curves that cross and are noisy
+    (--stretch 8 --spread --noise 0.2) rank worse than the recorded ones."""
+    pytest.importorskip("onnxruntime")
+
+    def ranks(*extra: str) -> list[float]:
+        script, data = str(REPO / "benchmarks" / "lcbench.py"), str(SHARED_LCBENCH)
+        out = subprocess.run(
+            [sys.executable, script, "--data-dir", data, "--tasks", "3945,7593", "--ranks", *extra],
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout
+        rows = [line.split("|")[1:-1] for line in out.splitlines() if line.startswith("| ")]
+        assert [r[0].strip() for r in rows[1:]] == ["3945", "7593", "median (range)"], out
+        return [float(x) for r in rows[1:3] for x in (r[1], r[2])]
+
+    plain, crossing = ranks(), ranks("--stretch", "8", "--spread", "--noise", "0.2")
+    assert all(at25 > at5 for at5, at25 in zip(plain[::2], plain[1::2], strict=True)), plain
+    assert all(c < p for c, p in zip(crossing, plain, strict=True)), (plain, crossing)
+
+
 def test_lcbench_stretch_keeps_the_final_loss_the_best_loss_and_the_cost() -> None:
     """--stretch K: 51 K + 1 epochs, the recorded losses at epochs 1, K + 1, 2K + 1, ...,
     interpolated between them, and the same total seconds (so budget, targets, floor hold)."""

@@ -393,3 +393,48 @@ def test_escalated_state_survives_a_round_trip_and_names_itself_in_the_geometry(
     # a scheduler without escalation refuses it, naming what differs
     with pytest.raises(ConfigError, match="escalate True then, None now"):
         AsyncHyperband(max_epochs=9, grace_epochs=1, eta=3, brackets=1).load_state_dict(state)
+
+
+def _trickling_sweep(policy: AsyncHyperband) -> None:
+    """One worker, a dollar an epoch: the first trial falls from 0.94 to 0.5 in 9 epochs, then 20
+    trials, each a new best by 0.001: about a ninth of 2% of what the sweep had gained."""
+    _run_one_worker(policy, {"best": [1.0 - 0.5 * e / 9 for e in range(1, 10)]})
+    _run_one_worker(policy, {f"w{i:02d}": [0.5 - 0.001 * (i + 1)] * 9 for i in range(20)})
+
+
+def test_a_trickle_of_tiny_gains_opens_the_brackets_with_a_stall_min_gain() -> None:
+    # with stall_min_gain 0.02 the gains too small to count leave the stall where the first trial
+    # ended it ($9, 1 trial): the brackets open once as much was spent since and η² trials
+    # started, as if nothing had improved; counting every gain (the default) they never open
+    kwargs = {"max_epochs": 9, "grace_epochs": 1, "eta": 3, "brackets": 1, "escalate": True}
+    policy = AsyncHyperband(**kwargs, stall_min_gain=0.02)
+    _trickling_sweep(policy)
+    assert policy.open_brackets == 3 and policy.best_loss == pytest.approx(0.48)
+    assert policy.mark_trials == 1 and policy.mark_usd == 9.0
+    every_gain = AsyncHyperband(**kwargs)
+    _trickling_sweep(every_gain)
+    assert every_gain.open_brackets == 1 and every_gain.mark_trials == 21
+    # a gain of 2% of the sweep's counts: the mark moves with it
+    counted = AsyncHyperband(**kwargs, stall_min_gain=0.02)
+    _run_one_worker(counted, {"best": [1.0 - 0.5 * e / 9 for e in range(1, 10)], "next": [0.49] * 9})
+    assert counted.mark_trials == 2
+    with pytest.raises(ConfigError, match="stall_min_gain must be in"):
+        AsyncHyperband(max_epochs=9, escalate=True, stall_min_gain=1.5)
+
+
+def test_the_first_loss_survives_a_round_trip_and_an_older_state_counts_gains_from_its_best() -> None:
+    kwargs = {"max_epochs": 9, "grace_epochs": 1, "eta": 3, "brackets": 1, "escalate": True}
+    policy = AsyncHyperband(**kwargs, stall_min_gain=0.02)
+    _run_one_worker(policy, {"best": [1.0 - 0.5 * e / 9 for e in range(1, 10)]})
+    state = json.loads(json.dumps(policy.state_dict()))
+    restored = AsyncHyperband(**kwargs, stall_min_gain=0.02)
+    restored.load_state_dict(state)
+    assert restored.first_loss == policy.first_loss == pytest.approx(1.0 - 0.5 / 9)
+    # saved before the first loss was kept: the gain counts from the saved best, so the next
+    # small gain (0.001 against a gain of 0) ends the stall, as every gain did then
+    del state["escalation"]["first"]
+    older = AsyncHyperband(**kwargs, stall_min_gain=0.02)
+    older.load_state_dict(state)
+    assert older.first_loss == pytest.approx(0.5)
+    _run_one_worker(older, {"next": [0.499] * 9})
+    assert older.mark_trials == 2
