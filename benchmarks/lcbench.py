@@ -356,6 +356,7 @@ _FLAGS: dict[str, tuple[str, Any]] = {
     "Y": ("guard_brackets", True),
     "D": ("dollar_grace", True),
     "Z": ("flat_guard", True),
+    "I": ("noise_aware", True),
 }
 
 
@@ -425,6 +426,10 @@ def parse_variant(method: str) -> tuple[str, dict[str, Any]]:
     (:class:`DollarGrace`): an expensive configuration is judged on fewer epochs.
     ``Z`` (costtune-hb-rel-tpe, a prototype): the flat-start guard of ``slow_starters.py``
     (:class:`slow_starters.FlatStartGuard`) around the policy and the stopper.
+    ``I`` (costtune-hb-rel-tpe, costtune-rel-tpe): the relative stopper credits each trial with
+    the standard error of its window's gain under its own curve's epoch noise
+    (``StoppingRule(noise_aware=True)``): on noisy curves it stops only on gains too small for
+    the noise to hide.
     ``H<k>`` (costtune-hb-rel-tpe, a prototype): every k-th trial starts in a bracket without
     rungs, judged by the stopper alone (:class:`RungFreeShare`; Hyperband's last bracket, open
     from the start).
@@ -992,6 +997,7 @@ def run_method(task: Task, seed: int, method: str) -> Trace:
         guard = bool(kwargs.pop("guard_brackets", False))
         every = kwargs.pop("rung_free_every", None)
         flat_guard = kwargs.pop("flat_guard", False)
+        noise_aware = bool(kwargs.pop("noise_aware", False))
         hyperband = DollarGrace if kwargs.pop("dollar_grace", False) else AsyncHyperband
         policy = hyperband(MAX_EPOCHS, **kwargs) if base == "costtune-hb-rel-tpe" else None
         if every and policy is not None:
@@ -1005,6 +1011,7 @@ def run_method(task: Task, seed: int, method: str) -> Trace:
                 max_epochs=MAX_EPOCHS,
                 first_stop_epoch=last_rung,
                 expected=expected,
+                noise_aware=noise_aware,
             )
         )
         if guard and policy is not None:

@@ -288,6 +288,12 @@ class StoppingConfig(_Strict):
         description="the relative rule judges every trial by its expected gain of the sweep's best to "
         "max_epochs per dollar, from a curve model learned on the sweep's finished trials, not by its pace",
     )
+    noise_aware: bool = Field(
+        False,
+        description="the relative rule credits each trial with the standard error of its window's gain "
+        "under its own curve's epoch-to-epoch noise: it stops a trial only on gains too small for the "
+        "noise to hide (no change on smooth curves)",
+    )
     window_epochs: int = Field(5, ge=1)
     min_epochs: int = Field(5, ge=1)
     sweep_min_improvement_per_usd: float | None = Field(None, ge=0, allow_inf_nan=False)

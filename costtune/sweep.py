@@ -872,6 +872,7 @@ def _governance(config: SweepConfig, ledger: Ledger) -> tuple[Governor, Any]:
         min_relative_roi=st.min_relative_roi,
         spare_best=st.spare_best,
         expected=st.expected_gain,
+        noise_aware=st.noise_aware,
         max_epochs=config.max_epochs,
         window_epochs=st.window_epochs,
         min_epochs=st.min_epochs,

@@ -281,6 +281,38 @@ def test_expected_gain_rule_in_a_ray_sweep_stops_like_the_simulator(
 
 
 @pytest.mark.ray
+def test_noise_aware_rule_in_a_ray_sweep_stops_like_the_simulator(ray_session, tmp_path) -> None:
+    """`stopping.noise_aware` in a real sweep: Ray's stopper ends the same trials at the same
+    epochs as the pure rule, and the noisy slow improver runs on where the plain rule, which
+    reads its noise as a flat window, stops it early."""
+    rng = np.random.default_rng(3)
+    curves = {
+        "fast": [0.2 + e**-1.5 for e in range(1, 31)],
+        "noisy": [0.6 - 0.002 * e + 0.03 * float(z) for e, z in enumerate(rng.standard_normal(30), 1)],
+        "flat": [0.6] * 30,
+    }
+    path = _write_table(tmp_path, curves)
+    settings = {"min_relative_roi": 0.3, "window_epochs": 3, "min_epochs": 3}
+    frame, ran = _replay_in_ray(
+        path,
+        tmp_path / "run",
+        max_epochs=30,
+        scheduler={"type": "fifo"},
+        search_space={"config_id": {"type": "choice", "values": list(curves)}},
+        stopping={**settings, "noise_aware": True},
+    )
+    table = load_curves(str(path))
+
+    def stopped_at(noise_aware: bool) -> dict[str, int]:
+        rule = StoppingRule(spare_best=True, max_epochs=30, noise_aware=noise_aware, **settings)  # type: ignore[arg-type]
+        stopping = MarginalRoiStopping(rule)
+        return simulate([table[c] for c in ran], None, stopping=stopping, usd_per_device_hour=1.0).stopped_at
+
+    assert frame["epochs"].to_dict() == stopped_at(True)
+    assert stopped_at(True)["noisy"] > stopped_at(False)["noisy"] + 5
+
+
+@pytest.mark.ray
 def test_lookahead_in_a_ray_sweep_stops_like_the_simulator(ray_session, tmp_path) -> None:
     """`scheduler.lookahead` in a real sweep: Ray's CostAwareHyperBand ends the same trials at
     the same epochs as the pure policy in the simulator fed the same events, with stop_reason

@@ -85,6 +85,12 @@ class StoppingRule:
             has left. It stops when that is below ρ × the sweep's average gain per dollar.
             Needs ``max_epochs``; ``spare_best`` is implied (the best trial's expected gain
             is its own expected drop).
+        noise_aware: the relative rule credits each trial, on top of what its smoothed curve
+            gained over the window, with the standard error of that gain under the epoch-to-
+            epoch noise of its own curve (:func:`epoch_noise`): it stops a trial only when
+            even that much gain would buy less than ρ × the sweep's average. On smooth curves
+            nothing changes; on a noisy one a window's gain is mostly noise, and a trial that
+            still improves slowly looks as flat as one that is done.
     """
 
     patience_epochs: int | None = None
@@ -98,6 +104,7 @@ class StoppingRule:
     min_epochs: int = 5
     first_stop_epoch: int | None = None
     expected: bool = False
+    noise_aware: bool = False
 
     def __post_init__(self) -> None:
         if self.window_epochs < 1:
@@ -136,6 +143,8 @@ class _Curve:
     usd: list[float] = field(default_factory=list)
     best_raw: float = math.inf
     since_improvement: int = 0
+    #: the last raw losses, for the noise estimate (``noise_aware``)
+    recent: list[float] = field(default_factory=list)
 
 
 class MarginalRoiStopping:
@@ -184,6 +193,12 @@ class MarginalRoiStopping:
             return None  # NaN handling is the trainable's (and a later issue's) business
         c.losses.append(loss)
         del c.losses[: -rule.window_epochs]
+        if getattr(rule, "noise_aware", False):
+            recent = getattr(c, "recent", None)
+            if recent is None:  # a curve pickled before the field
+                recent = c.recent = []
+            recent.append(loss)
+            del recent[: -(2 * rule.window_epochs + 2)]
         smooth = statistics.median(c.losses)
         c.best_smooth.append(min(smooth, c.best_smooth[-1]) if c.best_smooth else smooth)
         c.device_hours.append(device_hours)
@@ -227,6 +242,8 @@ class MarginalRoiStopping:
         rate = self.sweep_rate
         if getattr(rule, "expected", False):  # a rule pickled before the field: off
             return StopReason.MARGINAL_ROI if slope_low or roi_low or self._expected_low(c, rate) else None
+        if getattr(rule, "noise_aware", False):  # a rule pickled before the field: off
+            gained += epoch_noise(c.recent) * _MEDIAN_SE * math.sqrt(2 / w)
         relative_low = (
             rule.min_relative_roi is not None
             and dollars > 0
@@ -260,6 +277,21 @@ class MarginalRoiStopping:
     def forget(self, trial_id: str) -> None:
         """Drop a trial's curve (the sweep's books keep its dollars and losses)."""
         self._curves.pop(trial_id, None)
+
+
+#: a median of n draws of Gaussian noise σ has a standard error of about this × σ / √n
+_MEDIAN_SE = math.sqrt(math.pi / 2)
+
+
+def epoch_noise(losses: list[float]) -> float:
+    """σ of one epoch's loss around its curve, from its second differences: for Gaussian noise
+    σ, e(t) − 2 e(t−1) + e(t−2) has a standard deviation of √6 σ, and a smooth curve's second
+    differences are small (a straight descent's are 0); the median of their absolute values is
+    robust to a spike (1.4826 × the median absolute value is σ for Gaussian data)."""
+    if len(losses) < 3:
+        return 0.0
+    second = [abs(losses[i] - 2 * losses[i - 1] + losses[i - 2]) for i in range(2, len(losses))]
+    return 1.4826 * statistics.median(second) / math.sqrt(6)
 
 
 def metric_reason(loss: float) -> StopReason | None:

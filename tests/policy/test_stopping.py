@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -16,6 +17,7 @@ from costtune.policy import (
     SweepProgress,
     cap_reason,
 )
+from costtune.policy.stopping import epoch_noise
 
 
 def _run(
@@ -279,3 +281,33 @@ def test_a_trial_at_max_epochs_has_completed_not_stopped() -> None:
         _run(MarginalRoiStopping(StoppingRule(patience_epochs=2, min_epochs=1, max_epochs=3)), [1.0] * 3)
         is None
     )
+
+
+# ------------------------------------------------------------- noise-aware relative rule
+def test_epoch_noise_reads_the_noise_not_the_curve() -> None:
+    rng = np.random.default_rng(0)
+    smooth = _power_law(0.3, 2.0, 0.6)
+    assert epoch_noise(smooth[20:32]) < 1e-3  # a smooth curve's bend is not noise
+    assert epoch_noise([0.5 - 0.01 * e for e in range(12)]) == pytest.approx(0.0, abs=1e-12)
+    estimates = [epoch_noise(list(0.4 + 0.05 * rng.standard_normal(12))) for _ in range(400)]
+    assert float(np.median(estimates)) == pytest.approx(0.05, rel=0.15)
+    spiked = [0.4] * 12
+    spiked[6] = 9.0  # one broken validation pass
+    assert epoch_noise(spiked) == 0.0
+    assert epoch_noise([1.0, 0.5]) == 0.0  # too short to tell
+
+
+def test_noise_aware_rule_does_not_stop_a_noisy_slow_improver_for_its_noise() -> None:
+    # the sweep's first trial falls fast and is done; the second improves slowly for long, under
+    # epoch noise as large as 30 epochs of its gain: a window's gain is noise, and the plain rule
+    # stops it as if it were flat; credited with its noise, it runs on (and a smooth flat one
+    # still stops, as without the credit)
+    rng = np.random.default_rng(1)
+    fast = _power_law(0.2, 1.0, 1.5, 40)
+    slow = [0.6 - 0.001 * e + 0.03 * float(z) for e, z in enumerate(rng.standard_normal(120), 1)]
+    flat = [0.6] * 120
+    for noise_aware, slow_stopped in ((False, True), (True, False)):
+        rule = StoppingRule(min_relative_roi=0.3, window_epochs=5, min_epochs=5, noise_aware=noise_aware)
+        stopped = _sweep(MarginalRoiStopping(rule), {"fast": fast, "slow": slow, "flat": flat}, 1.0)
+        assert ("slow" in stopped) is slow_stopped, (noise_aware, stopped)
+        assert stopped["flat"] <= 12
