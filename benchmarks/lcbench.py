@@ -357,6 +357,7 @@ _FLAGS: dict[str, tuple[str, Any]] = {
     "D": ("dollar_grace", True),
     "Z": ("flat_guard", True),
     "I": ("noise_aware", True),
+    "F": ("noise_veto", True),
 }
 
 
@@ -430,6 +431,9 @@ def parse_variant(method: str) -> tuple[str, dict[str, Any]]:
     the standard error of its window's gain under its own curve's epoch noise
     (``StoppingRule(noise_aware=True)``): on noisy curves it stops only on gains too small for
     the noise to hide.
+    ``F`` (costtune-hb-rel-tpe, costtune-rel-tpe, a prototype): the relative rule's stops are
+    vetoed while the trial's noise could hide a worthwhile gain over its last window and over the
+    last half of its epochs (:class:`NoiseVeto`).
     ``H<k>`` (costtune-hb-rel-tpe, a prototype): every k-th trial starts in a bracket without
     rungs, judged by the stopper alone (:class:`RungFreeShare`; Hyperband's last bracket, open
     from the start).
@@ -689,6 +693,49 @@ class DollarGrace(AsyncHyperband):
         if ladder and epoch < ladder[0] and cost_usd >= ladder[0] * typical:
             epoch = ladder[0]  # judged at the first rung now
         return super().on_result(trial_id, epoch, loss, cost_usd)
+
+
+class NoiseVeto:
+    """A prototype: the relative rule as it is, but a stop it calls is vetoed while the trial's
+    own epoch noise could hide a worthwhile gain over both its last window and the last half of
+    its epochs. Each window's gain is credited with its standard error under the trial's noise
+    (``epoch_noise``, as ``noise_aware``); the stop stands if either window, so credited, still
+    bought less than ρ × the sweep's average per dollar. The long window's dollars dilute the
+    credit: a flat noisy trial is stopped once it has spent enough for its noise not to hide
+    the gain that matters, and a slow improver is judged by its pace over half its run. A
+    perfectly smooth curve (no noise) is judged as without it."""
+
+    def __init__(self, stopping: MarginalRoiStopping) -> None:
+        self._stopping = stopping
+        self._raw: dict[str, list[float]] = {}
+
+    def on_result(self, trial_id: str, loss: float, hours: float, usd: float) -> Any:
+        from costtune.policy.stopping import _MEDIAN_SE, epoch_noise
+
+        said = self._stopping.on_result(trial_id, loss, hours, usd)
+        rule = self._stopping.rule
+        w = rule.window_epochs
+        raw = self._raw.setdefault(trial_id, [])
+        if not math.isnan(loss):
+            raw.append(loss)
+            del raw[: -(2 * w + 2)]
+        if said is None or rule.min_relative_roi is None:
+            return said
+        credit = epoch_noise(raw) * _MEDIAN_SE * math.sqrt(2 / w)
+        c = self._stopping._curves[trial_id]
+        n = len(c.best_smooth)
+        target = rule.min_relative_roi * self._stopping.sweep_rate
+        for span in (w, max(w, n // 2)):
+            if n <= span:
+                continue
+            gained = c.best_smooth[-1 - span] - c.best_smooth[-1]
+            dollars = c.usd[-1] - c.usd[-1 - span]
+            if dollars > 0 and (gained + credit) / dollars < target:
+                return said  # shown too slow even with its noise
+        return None
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._stopping, name)
 
 
 class BracketGuard:
@@ -998,6 +1045,7 @@ def run_method(task: Task, seed: int, method: str) -> Trace:
         every = kwargs.pop("rung_free_every", None)
         flat_guard = kwargs.pop("flat_guard", False)
         noise_aware = bool(kwargs.pop("noise_aware", False))
+        noise_veto = bool(kwargs.pop("noise_veto", False))
         hyperband = DollarGrace if kwargs.pop("dollar_grace", False) else AsyncHyperband
         policy = hyperband(MAX_EPOCHS, **kwargs) if base == "costtune-hb-rel-tpe" else None
         if every and policy is not None:
@@ -1014,6 +1062,8 @@ def run_method(task: Task, seed: int, method: str) -> Trace:
                 noise_aware=noise_aware,
             )
         )
+        if noise_veto:
+            rule = NoiseVeto(rule)  # type: ignore[assignment]
         if guard and policy is not None:
             rule = BracketGuard(rule, policy)  # type: ignore[assignment]
         if flat_guard and policy is not None:

@@ -267,6 +267,36 @@ def test_lcbench_predicted_rungs_rank_by_the_curve_models_final_loss() -> None:
     assert results == {"plain": Decision.STOP, "predicted": Decision.CONTINUE}
 
 
+def test_lcbench_noise_veto_keeps_a_noisy_slow_improver_and_stops_a_noisy_flat_trial_later() -> None:
+    """lcbench.py's ``F`` prototype: the relative rule's stop is vetoed while the trial's noise
+    could hide a worthwhile gain over its last window and over the last half of its epochs: a
+    slow improver under noise runs on, a noisy flat trial is stopped once its dollars outweigh
+    its noise, a smooth flat one where the plain rule stops it."""
+    sys.path.insert(0, str(REPO / "benchmarks"))
+    import numpy as np
+    from lcbench import NoiseVeto
+
+    from costtune.curves import Curve
+    from costtune.policy import MarginalRoiStopping, StoppingRule
+    from costtune.simulate import simulate
+
+    rng = np.random.default_rng(1)
+    curves = {
+        "fast": [0.2 + e**-1.5 for e in range(1, 121)],
+        "slow": [0.6 - 0.001 * e + 0.03 * float(z) for e, z in enumerate(rng.standard_normal(120), 1)],
+        "flat": [0.6 + 0.03 * float(z) for z in rng.standard_normal(120)],
+        "smooth": [0.6] * 120,
+    }
+    table = [Curve(k, {}, np.array(v), np.full(120, 600.0), 1.0) for k, v in curves.items()]
+    rule = StoppingRule(min_relative_roi=0.3, spare_best=True, max_epochs=120, window_epochs=5, min_epochs=5)
+    plain = simulate(table, None, stopping=MarginalRoiStopping(rule), usd_per_device_hour=1.0).stopped_at
+    vetoed = simulate(table, None, stopping=NoiseVeto(MarginalRoiStopping(rule)), usd_per_device_hour=1.0)
+    assert plain["slow"] < 10 and plain["flat"] < 10  # the plain rule reads noise as flat
+    assert vetoed.stopped_at["slow"] == 120  # ran on to the end
+    assert 20 < vetoed.stopped_at["flat"] < 120  # stopped, later
+    assert vetoed.stopped_at["smooth"] == plain["smooth"] and vetoed.stopped_at["fast"] == plain["fast"]
+
+
 def test_lcbench_smoothed_rungs_rank_by_the_lowest_loss_of_the_last_k_epochs() -> None:
     """The prototype M<k>: the rung sees a trial's lowest loss over its last k epochs, so one
     unlucky validation pass at the rung's epoch does not prune a trial that is ahead; k = 1 is
