@@ -290,9 +290,9 @@ class StoppingConfig(_Strict):
     )
     noise_aware: bool = Field(
         False,
-        description="the relative rule credits each trial with the standard error of its window's gain "
-        "under its own curve's epoch-to-epoch noise: it stops a trial only on gains too small for the "
-        "noise to hide (no change on smooth curves)",
+        description="a stop the relative rule calls waits while the trial's own epoch-to-epoch noise could "
+        "hide a worthwhile gain over its last window and over the last half of its epochs (no change "
+        "on a curve without noise)",
     )
     window_epochs: int = Field(5, ge=1)
     min_epochs: int = Field(5, ge=1)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import csv
+import dataclasses
 import importlib.util
 import math
 import subprocess
@@ -295,6 +296,27 @@ def test_lcbench_noise_veto_keeps_a_noisy_slow_improver_and_stops_a_noisy_flat_t
     assert vetoed.stopped_at["slow"] == 120  # ran on to the end
     assert 20 < vetoed.stopped_at["flat"] < 120  # stopped, later
     assert vetoed.stopped_at["smooth"] == plain["smooth"] and vetoed.stopped_at["fast"] == plain["fast"]
+    # the product's stopping.noise_aware is this veto: the same stops on noisy power laws
+    for seed in range(3):
+        r = np.random.default_rng(seed)
+        noisy = [
+            Curve(
+                f"n{i}",
+                {},
+                (r.uniform(0.2, 0.6) + r.uniform(0.2, 2.0) * np.arange(1, 81) ** -r.uniform(0.2, 1.5))
+                * np.exp(r.uniform(0.0, 0.2) * r.standard_normal(80)),
+                np.full(80, r.uniform(100.0, 900.0)),
+                1.0,
+            )
+            for i in range(12)
+        ]
+        rule = StoppingRule(min_relative_roi=0.3, spare_best=True, max_epochs=80)
+        aware = dataclasses.replace(rule, noise_aware=True)
+        built = simulate(noisy, None, stopping=MarginalRoiStopping(aware), usd_per_device_hour=1.0)
+        proto = simulate(noisy, None, stopping=NoiseVeto(MarginalRoiStopping(rule)), usd_per_device_hour=1.0)
+        assert built.stopped_at == proto.stopped_at
+        plain = simulate(noisy, None, stopping=MarginalRoiStopping(rule), usd_per_device_hour=1.0)
+        assert built.stopped_at != plain.stopped_at
 
 
 def test_lcbench_smoothed_rungs_rank_by_the_lowest_loss_of_the_last_k_epochs() -> None:

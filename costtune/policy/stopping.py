@@ -85,12 +85,16 @@ class StoppingRule:
             has left. It stops when that is below ρ × the sweep's average gain per dollar.
             Needs ``max_epochs``; ``spare_best`` is implied (the best trial's expected gain
             is its own expected drop).
-        noise_aware: the relative rule credits each trial, on top of what its smoothed curve
-            gained over the window, with the standard error of that gain under the epoch-to-
-            epoch noise of its own curve (:func:`epoch_noise`): it stops a trial only when
-            even that much gain would buy less than ρ × the sweep's average. On smooth curves
-            nothing changes; on a noisy one a window's gain is mostly noise, and a trial that
-            still improves slowly looks as flat as one that is done.
+        noise_aware: a stop the relative rule calls is vetoed while the trial's own epoch-to-
+            epoch noise (:func:`epoch_noise`) could hide a worthwhile gain over both its last
+            window and the last half of its epochs: each window's gain is credited with its
+            standard error under that noise, and the stop stands if either window, so
+            credited, still bought less than ρ × the sweep's average per dollar. On a noisy
+            curve a window's gain is mostly noise, and a trial that still improves slowly
+            looks as flat as one that is done; the half-run window's dollars dilute the
+            credit, so a flat noisy trial is still stopped, later, and a slow improver is
+            judged by its pace over half its run. A curve with no noise is judged as without
+            it.
     """
 
     patience_epochs: int | None = None
@@ -242,8 +246,6 @@ class MarginalRoiStopping:
         rate = self.sweep_rate
         if getattr(rule, "expected", False):  # a rule pickled before the field: off
             return StopReason.MARGINAL_ROI if slope_low or roi_low or self._expected_low(c, rate) else None
-        if getattr(rule, "noise_aware", False):  # a rule pickled before the field: off
-            gained += epoch_noise(c.recent) * _MEDIAN_SE * math.sqrt(2 / w)
         relative_low = (
             rule.min_relative_roi is not None
             and dollars > 0
@@ -251,7 +253,26 @@ class MarginalRoiStopping:
             and gained / dollars < rule.min_relative_roi * rate
             and not (rule.spare_best and trial_id == self._best_trial and self._promising(c, rate))
         )
+        if relative_low and getattr(rule, "noise_aware", False):  # a rule pickled before it: off
+            relative_low = not self._noise_hides(c, rate)
         return StopReason.MARGINAL_ROI if slope_low or roi_low or relative_low else None
+
+    def _noise_hides(self, c: _Curve, rate: float) -> bool:
+        """Whether the trial's noise could hide a gain of ρ × the sweep's rate per dollar over
+        both its last window and the last half of its epochs (see ``noise_aware``)."""
+        rule = self.rule
+        w = rule.window_epochs
+        credit = epoch_noise(getattr(c, "recent", [])) * _MEDIAN_SE * math.sqrt(2 / w)
+        target = (rule.min_relative_roi or 0.0) * rate
+        n = len(c.best_smooth)
+        for span in (w, max(w, n // 2)):
+            if n <= span:
+                continue
+            gained = c.best_smooth[-1 - span] - c.best_smooth[-1]
+            dollars = c.usd[-1] - c.usd[-1 - span]
+            if dollars > 0 and (gained + credit) / dollars < target:
+                return False  # shown too slow, noise and all
+        return True
 
     def _expected_low(self, c: _Curve, rate: float) -> bool:
         """Whether the trial's expected gain to max_epochs per dollar is below ρ × the sweep's."""

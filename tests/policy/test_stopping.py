@@ -300,8 +300,9 @@ def test_epoch_noise_reads_the_noise_not_the_curve() -> None:
 def test_noise_aware_rule_does_not_stop_a_noisy_slow_improver_for_its_noise() -> None:
     # the sweep's first trial falls fast and is done; the second improves slowly for long, under
     # epoch noise as large as 30 epochs of its gain: a window's gain is noise, and the plain rule
-    # stops it as if it were flat; credited with its noise, it runs on (and a smooth flat one
-    # still stops, as without the credit)
+    # stops it as if it were flat; noise-aware, its stops are vetoed while its noise could hide
+    # a worthwhile gain, and its pace over half its run is worth it: it runs on (a smooth flat
+    # one still stops, as without the veto)
     rng = np.random.default_rng(1)
     fast = _power_law(0.2, 1.0, 1.5, 40)
     slow = [0.6 - 0.001 * e + 0.03 * float(z) for e, z in enumerate(rng.standard_normal(120), 1)]
