@@ -356,8 +356,8 @@ _FLAGS: dict[str, tuple[str, Any]] = {
     "Y": ("guard_brackets", True),
     "D": ("dollar_grace", True),
     "Z": ("flat_guard", True),
-    "I": ("noise_aware", True),
-    "F": ("noise_veto", True),
+    "I": ("noise_credit", True),
+    "F": ("noise_aware", True),
 }
 
 
@@ -427,13 +427,12 @@ def parse_variant(method: str) -> tuple[str, dict[str, Any]]:
     (:class:`DollarGrace`): an expensive configuration is judged on fewer epochs.
     ``Z`` (costtune-hb-rel-tpe, a prototype): the flat-start guard of ``slow_starters.py``
     (:class:`slow_starters.FlatStartGuard`) around the policy and the stopper.
-    ``I`` (costtune-hb-rel-tpe, costtune-rel-tpe): the relative stopper credits each trial with
-    the standard error of its window's gain under its own curve's epoch noise
-    (``StoppingRule(noise_aware=True)``): on noisy curves it stops only on gains too small for
-    the noise to hide.
-    ``F`` (costtune-hb-rel-tpe, costtune-rel-tpe, a prototype): the relative rule's stops are
-    vetoed while the trial's noise could hide a worthwhile gain over its last window and over the
-    last half of its epochs (:class:`NoiseVeto`).
+    ``F`` (costtune-hb-rel-tpe, costtune-rel-tpe): the relative stopper's stops wait while the
+    trial's own epoch noise could hide a worthwhile gain over its last window and the last half
+    of its epochs (``StoppingRule(noise_aware=True)``, a sweep's ``stopping.noise_aware``).
+    ``I`` (the same methods, a prototype): stop 34's first form of it, the last window alone
+    (:class:`NoiseVeto` with ``half_run=False``): each trial's window gain credited with its
+    standard error under its own noise.
     ``H<k>`` (costtune-hb-rel-tpe, a prototype): every k-th trial starts in a bracket without
     rungs, judged by the stopper alone (:class:`RungFreeShare`; Hyperband's last bracket, open
     from the start).
@@ -696,17 +695,23 @@ class DollarGrace(AsyncHyperband):
 
 
 class NoiseVeto:
-    """A prototype: the relative rule as it is, but a stop it calls is vetoed while the trial's
-    own epoch noise could hide a worthwhile gain over both its last window and the last half of
-    its epochs. Each window's gain is credited with its standard error under the trial's noise
-    (``epoch_noise``, as ``noise_aware``); the stop stands if either window, so credited, still
-    bought less than ρ × the sweep's average per dollar. The long window's dollars dilute the
-    credit: a flat noisy trial is stopped once it has spent enough for its noise not to hide
-    the gain that matters, and a slow improver is judged by its pace over half its run. A
-    perfectly smooth curve (no noise) is judged as without it."""
+    """The relative rule as it is, but a stop it calls is vetoed while the trial's own epoch
+    noise could hide a worthwhile gain over both its last window and (``half_run``) the last
+    half of its epochs. Each window's gain is credited with its standard error under the trial's
+    noise (``epoch_noise``); the stop stands if either window, so credited, still bought less
+    than ρ × the sweep's average per dollar. The long window's dollars dilute the credit: a flat
+    noisy trial is stopped once it has spent enough for its noise not to hide the gain that
+    matters, and a slow improver is judged by its pace over half its run. A curve without noise
+    is judged as without it.
 
-    def __init__(self, stopping: MarginalRoiStopping) -> None:
+    With ``half_run`` this is the rule a sweep's ``stopping.noise_aware`` runs, written apart
+    from it (a test holds the two to the same stops; flag ``F`` runs the product's). Without,
+    the last window alone (flag ``I``): stop 34's first form of ``noise_aware``, which credited
+    the window's gain with its standard error and so stopped nothing on noisy curves."""
+
+    def __init__(self, stopping: MarginalRoiStopping, half_run: bool = True) -> None:
         self._stopping = stopping
+        self._half_run = half_run
         self._raw: dict[str, list[float]] = {}
 
     def on_result(self, trial_id: str, loss: float, hours: float, usd: float) -> Any:
@@ -725,7 +730,7 @@ class NoiseVeto:
         c = self._stopping._curves[trial_id]
         n = len(c.best_smooth)
         target = rule.min_relative_roi * self._stopping.sweep_rate
-        for span in (w, max(w, n // 2)):
+        for span in (w, max(w, n // 2)) if self._half_run else (w,):
             if n <= span:
                 continue
             gained = c.best_smooth[-1 - span] - c.best_smooth[-1]
@@ -1045,7 +1050,7 @@ def run_method(task: Task, seed: int, method: str) -> Trace:
         every = kwargs.pop("rung_free_every", None)
         flat_guard = kwargs.pop("flat_guard", False)
         noise_aware = bool(kwargs.pop("noise_aware", False))
-        noise_veto = bool(kwargs.pop("noise_veto", False))
+        noise_credit = bool(kwargs.pop("noise_credit", False))
         hyperband = DollarGrace if kwargs.pop("dollar_grace", False) else AsyncHyperband
         policy = hyperband(MAX_EPOCHS, **kwargs) if base == "costtune-hb-rel-tpe" else None
         if every and policy is not None:
@@ -1062,8 +1067,8 @@ def run_method(task: Task, seed: int, method: str) -> Trace:
                 noise_aware=noise_aware,
             )
         )
-        if noise_veto:
-            rule = NoiseVeto(rule)  # type: ignore[assignment]
+        if noise_credit:
+            rule = NoiseVeto(rule, half_run=False)  # type: ignore[assignment]
         if guard and policy is not None:
             rule = BracketGuard(rule, policy)  # type: ignore[assignment]
         if flat_guard and policy is not None:
