@@ -357,7 +357,8 @@ _FLAGS: dict[str, tuple[str, Any]] = {
     "D": ("dollar_grace", True),
     "Z": ("flat_guard", True),
     "I": ("noise_credit", True),
-    "F": ("noise_aware", True),
+    "F": ("noise_veto", True),
+    "V": ("noise_aware", True),
 }
 
 
@@ -427,12 +428,14 @@ def parse_variant(method: str) -> tuple[str, dict[str, Any]]:
     (:class:`DollarGrace`): an expensive configuration is judged on fewer epochs.
     ``Z`` (costtune-hb-rel-tpe, a prototype): the flat-start guard of ``slow_starters.py``
     (:class:`slow_starters.FlatStartGuard`) around the policy and the stopper.
-    ``F`` (costtune-hb-rel-tpe, costtune-rel-tpe): the relative stopper's stops wait while the
-    trial's own epoch noise could hide a worthwhile gain over its last window and the last half
-    of its epochs (``StoppingRule(noise_aware=True)``, a sweep's ``stopping.noise_aware``).
-    ``I`` (the same methods, a prototype): stop 34's first form of it, the last window alone
-    (:class:`NoiseVeto` with ``half_run=False``): each trial's window gain credited with its
-    standard error under its own noise.
+    ``V`` (costtune-hb-rel-tpe, costtune-rel-tpe): the relative stopper's stops wait while the
+    window they judge cannot measure the gain that matters under the trial's own epoch noise
+    (``StoppingRule(noise_aware=True)``, a sweep's ``stopping.noise_aware``, stop 35's form).
+    ``F`` (the same methods, a prototype): stop 34's form of ``noise_aware`` (:class:`NoiseVeto`):
+    a stop waits while the trial's noise could hide a worthwhile gain over its last window and
+    the last half of its epochs, each window's gain credited with its standard error.
+    ``I`` (the same methods, a prototype): stop 34's first form, the last window alone
+    (:class:`NoiseVeto` with ``half_run=False``).
     ``H<k>`` (costtune-hb-rel-tpe, a prototype): every k-th trial starts in a bracket without
     rungs, judged by the stopper alone (:class:`RungFreeShare`; Hyperband's last bracket, open
     from the start).
@@ -704,14 +707,21 @@ class NoiseVeto:
     matters, and a slow improver is judged by its pace over half its run. A curve without noise
     is judged as without it.
 
-    With ``half_run`` this is the rule a sweep's ``stopping.noise_aware`` runs, written apart
-    from it (a test holds the two to the same stops; flag ``F`` runs the product's). Without,
-    the last window alone (flag ``I``): stop 34's first form of ``noise_aware``, which credited
-    the window's gain with its standard error and so stopped nothing on noisy curves."""
+    With ``half_run`` (flag ``F``) this is stop 34's ``stopping.noise_aware``; without, the last
+    window alone (flag ``I``), stop 34's first form, which credited the window's gain with its
+    standard error and so stopped nothing on noisy curves. With ``measurable`` it is the rule a
+    sweep's ``stopping.noise_aware`` runs now, written apart from it (a test holds the two to
+    the same stops; flag ``V`` runs the product's): a window's gain is evidence when its
+    standard error is below the gain that matters; a stop called on a window that is not is
+    decided on the last half of the epochs if that is, and waits if neither is; a trial risen
+    more than three standard errors above its best is stopped as without the veto."""
 
-    def __init__(self, stopping: MarginalRoiStopping, half_run: bool = True) -> None:
+    def __init__(
+        self, stopping: MarginalRoiStopping, half_run: bool = True, measurable: bool = False
+    ) -> None:
         self._stopping = stopping
         self._half_run = half_run
+        self._measurable = measurable
         self._raw: dict[str, list[float]] = {}
 
     def on_result(self, trial_id: str, loss: float, hours: float, usd: float) -> Any:
@@ -730,6 +740,18 @@ class NoiseVeto:
         c = self._stopping._curves[trial_id]
         n = len(c.best_smooth)
         target = rule.min_relative_roi * self._stopping.sweep_rate
+        if self._measurable:
+            if statistics.median(c.losses) - c.best_smooth[-1] > 3 * credit:
+                return said  # risen well beyond its noise above its best: no gain hides there
+            for span in (w, max(w, n // 2)):
+                if n <= span:
+                    continue
+                dollars = c.usd[-1] - c.usd[-1 - span]
+                if credit < target * dollars:  # this window can measure a worthwhile gain
+                    if span == w or (c.best_smooth[-1 - span] - c.best_smooth[-1]) < target * dollars:
+                        return said
+                    break
+            return None  # neither window can, or the half run's pace is worth it
         for span in (w, max(w, n // 2)) if self._half_run else (w,):
             if n <= span:
                 continue
@@ -1051,6 +1073,7 @@ def run_method(task: Task, seed: int, method: str) -> Trace:
         flat_guard = kwargs.pop("flat_guard", False)
         noise_aware = bool(kwargs.pop("noise_aware", False))
         noise_credit = bool(kwargs.pop("noise_credit", False))
+        noise_veto = bool(kwargs.pop("noise_veto", False))
         hyperband = DollarGrace if kwargs.pop("dollar_grace", False) else AsyncHyperband
         policy = hyperband(MAX_EPOCHS, **kwargs) if base == "costtune-hb-rel-tpe" else None
         if every and policy is not None:
@@ -1069,6 +1092,8 @@ def run_method(task: Task, seed: int, method: str) -> Trace:
         )
         if noise_credit:
             rule = NoiseVeto(rule, half_run=False)  # type: ignore[assignment]
+        if noise_veto:
+            rule = NoiseVeto(rule)  # type: ignore[assignment]
         if guard and policy is not None:
             rule = BracketGuard(rule, policy)  # type: ignore[assignment]
         if flat_guard and policy is not None:

@@ -290,9 +290,9 @@ class StoppingConfig(_Strict):
     )
     noise_aware: bool = Field(
         False,
-        description="a stop the relative rule calls waits while the trial's own epoch-to-epoch noise could "
-        "hide a worthwhile gain over its last window and over the last half of its epochs (no change "
-        "on a curve without noise)",
+        description="a stop the relative rule calls waits while the trial's own epoch-to-epoch noise is too "
+        "large for its last window to measure the gain that matters; it is then decided on the last half "
+        "of its epochs, if that can (no change where the noise is small against the gains that matter)",
     )
     window_epochs: int = Field(5, ge=1)
     min_epochs: int = Field(5, ge=1)

@@ -269,7 +269,7 @@ def test_lcbench_predicted_rungs_rank_by_the_curve_models_final_loss() -> None:
 
 
 def test_lcbench_noise_veto_keeps_a_noisy_slow_improver_and_stops_a_noisy_flat_trial_later() -> None:
-    """lcbench.py's ``F`` prototype: the relative rule's stop is vetoed while the trial's noise
+    """lcbench.py's ``F`` prototype (stop 34's noise_aware): the relative rule's stop is vetoed while the trial's noise
     could hide a worthwhile gain over its last window and over the last half of its epochs: a
     slow improver under noise runs on, a noisy flat trial is stopped once its dollars outweigh
     its noise, a smooth flat one where the plain rule stops it."""
@@ -296,7 +296,7 @@ def test_lcbench_noise_veto_keeps_a_noisy_slow_improver_and_stops_a_noisy_flat_t
     assert vetoed.stopped_at["slow"] == 120  # ran on to the end
     assert 20 < vetoed.stopped_at["flat"] < 120  # stopped, later
     assert vetoed.stopped_at["smooth"] == plain["smooth"] and vetoed.stopped_at["fast"] == plain["fast"]
-    # the product's stopping.noise_aware is this veto: the same stops on noisy power laws
+    # the product's stopping.noise_aware is the measurable form: the same stops on noisy power laws
     for seed in range(3):
         r = np.random.default_rng(seed)
         noisy = [
@@ -313,7 +313,9 @@ def test_lcbench_noise_veto_keeps_a_noisy_slow_improver_and_stops_a_noisy_flat_t
         rule = StoppingRule(min_relative_roi=0.3, spare_best=True, max_epochs=80)
         aware = dataclasses.replace(rule, noise_aware=True)
         built = simulate(noisy, None, stopping=MarginalRoiStopping(aware), usd_per_device_hour=1.0)
-        proto = simulate(noisy, None, stopping=NoiseVeto(MarginalRoiStopping(rule)), usd_per_device_hour=1.0)
+        proto = simulate(
+            noisy, None, stopping=NoiseVeto(MarginalRoiStopping(rule), measurable=True), usd_per_device_hour=1.0
+        )
         assert built.stopped_at == proto.stopped_at
         plain = simulate(noisy, None, stopping=MarginalRoiStopping(rule), usd_per_device_hour=1.0)
         assert built.stopped_at != plain.stopped_at

@@ -85,16 +85,19 @@ class StoppingRule:
             has left. It stops when that is below ρ × the sweep's average gain per dollar.
             Needs ``max_epochs``; ``spare_best`` is implied (the best trial's expected gain
             is its own expected drop).
-        noise_aware: a stop the relative rule calls is vetoed while the trial's own epoch-to-
-            epoch noise (:func:`epoch_noise`) could hide a worthwhile gain over both its last
-            window and the last half of its epochs: each window's gain is credited with its
-            standard error under that noise, and the stop stands if either window, so
-            credited, still bought less than ρ × the sweep's average per dollar. On a noisy
-            curve a window's gain is mostly noise, and a trial that still improves slowly
-            looks as flat as one that is done; the half-run window's dollars dilute the
-            credit, so a flat noisy trial is still stopped, later, and a slow improver is
-            judged by its pace over half its run. A curve with no noise is judged as without
-            it.
+        noise_aware: a stop the relative rule calls on a window whose gain the trial's own
+            epoch-to-epoch noise (:func:`epoch_noise`) could hide waits. A window's gain is
+            evidence when its standard error under that noise is below the gain that matters
+            (ρ × the sweep's average per dollar × the window's dollars); a stop called on a
+            window that is not evidence is decided on the last half of the trial's epochs
+            instead, and waits while that half is not evidence either. A trial whose loss has
+            risen more than three standard errors above its best is stopped as without the
+            rule (an overfitting curve's bend is not noise). The noise is read from the
+            trial's last 2 × ``window_epochs`` + 2 losses (fewer while it has fewer, which
+            can misread it). On a noisy curve a window's gain is mostly noise, and a trial
+            that still improves slowly looks as flat as one that is done; the rungs still
+            prune it. A curve whose noise is small against the gains that matter is judged
+            as without the rule.
     """
 
     patience_epochs: int | None = None
@@ -258,21 +261,23 @@ class MarginalRoiStopping:
         return StopReason.MARGINAL_ROI if slope_low or roi_low or relative_low else None
 
     def _noise_hides(self, c: _Curve, rate: float) -> bool:
-        """Whether the trial's noise could hide a gain of ρ × the sweep's rate per dollar over
-        both its last window and the last half of its epochs (see ``noise_aware``)."""
+        """Whether a stop the relative rule called waits, the trial's noise being able to hide
+        a worthwhile gain (see ``noise_aware``)."""
         rule = self.rule
         w = rule.window_epochs
+        # the standard error of a window's gain under the trial's own epoch noise
         credit = epoch_noise(getattr(c, "recent", [])) * _MEDIAN_SE * math.sqrt(2 / w)
+        if statistics.median(c.losses) - c.best_smooth[-1] > 3 * credit:
+            return False  # risen well beyond its noise above its best: no gain hides there
         target = (rule.min_relative_roi or 0.0) * rate
         n = len(c.best_smooth)
         for span in (w, max(w, n // 2)):
             if n <= span:
                 continue
-            gained = c.best_smooth[-1 - span] - c.best_smooth[-1]
             dollars = c.usd[-1] - c.usd[-1 - span]
-            if dollars > 0 and (gained + credit) / dollars < target:
-                return False  # shown too slow, noise and all
-        return True
+            if credit < target * dollars:  # this window can measure the gain that matters
+                return span != w and c.best_smooth[-1 - span] - c.best_smooth[-1] >= target * dollars
+        return True  # neither can: the noise hides it
 
     def _expected_low(self, c: _Curve, rate: float) -> bool:
         """Whether the trial's expected gain to max_epochs per dollar is below ρ × the sweep's."""
