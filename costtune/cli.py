@@ -19,6 +19,7 @@ import click
 
 from costtune.errors import ConfigError, CosttuneError
 from costtune.policy.hyperband import LOOKAHEAD_DEFAULT
+from costtune.policy.stopping import NOISE_AWARE_DEFAULT
 
 EXIT_FAILED = 1
 EXIT_USAGE = 2
@@ -692,6 +693,13 @@ def watch_idle(
 @click.option(
     "--rho", type=click.FloatRange(min=0), default=0.3, show_default=True, help="for relative and expected"
 )
+@click.option(
+    "--noise-aware/--no-noise-aware",
+    default=NOISE_AWARE_DEFAULT,
+    show_default=True,
+    help="for relative: a stop waits while the trial's epoch noise is too large for its last window to "
+    "measure the gain that matters, as a sweep's stopping.noise_aware.",
+)
 @click.option("--optimism", type=click.FloatRange(min=0), default=1.0, show_default=True, help="for outlook")
 @click.option(
     "--budget", type=click.FloatRange(min=0, min_open=True), default=None, help="USD for the replay."
@@ -724,6 +732,7 @@ def replay(
     seed: int,
     stopping: str,
     rho: float,
+    noise_aware: bool,
     optimism: float,
     budget: float | None,
     workers: int,
@@ -779,6 +788,7 @@ def replay(
                     spare_best=True,
                     max_epochs=longest,
                     expected=stopping == "expected",
+                    noise_aware=noise_aware and stopping == "relative",
                 )
             )
             if stopping in ("relative", "expected")
@@ -822,6 +832,7 @@ def replay(
         "seed": seed,
         "stopping": stopping,
         "rho": rho if stopping == "relative" else None,
+        "noise_aware": noise_aware if stopping == "relative" else None,
         "budget_usd": budget,
         "keep": keep,
         "lookahead": lookahead or None,

@@ -21,6 +21,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from costtune.cost import CostModel, canonical_device
 from costtune.errors import ConfigError
 from costtune.policy.hyperband import LOOKAHEAD_DEFAULT, auto_warmup_trials
+from costtune.policy.stopping import NOISE_AWARE_DEFAULT
 
 
 def _shipped(installed: str, in_repository: str) -> Path:
@@ -289,7 +290,7 @@ class StoppingConfig(_Strict):
         "max_epochs per dollar, from a curve model learned on the sweep's finished trials, not by its pace",
     )
     noise_aware: bool = Field(
-        False,
+        NOISE_AWARE_DEFAULT,
         description="a stop the relative rule calls waits while the trial's own epoch-to-epoch noise is too "
         "large for its last window to measure the gain that matters; it is then decided on the last half "
         "of its epochs, if that can (no change where the noise is small against the gains that matter)",

@@ -21,6 +21,7 @@ from costtune.policy import (
     StoppingRule,
     StopReason,
 )
+from costtune.policy.stopping import NOISE_AWARE_DEFAULT
 from costtune.simulate import simulate
 from tests.policy.test_hyperband import CURVES
 
@@ -524,6 +525,37 @@ def test_replay_cli_escalates_when_told_as_a_sweep_does(tmp_path) -> None:
     assert run("--escalate") == escalated
     assert plain["runs"]["costtune"]["epochs"] == 9 + 13  # c00 to the end, the rest at epoch 1
     assert escalated["runs"]["costtune"]["epochs"] > plain["runs"]["costtune"]["epochs"]
+
+
+def test_replay_cli_replays_the_noise_aware_rule_as_a_sweep_runs_it(tmp_path) -> None:
+    """`costtune replay --noise-aware` runs a sweep's `stopping.noise_aware`: the noisy slow
+    improver that the plain rule stops on a flat-looking window runs on (more epochs), the
+    same as the pure rule in the simulator; the default is a sweep's default."""
+    rng = np.random.default_rng(3)
+    curves = {
+        "fast": [0.2 + e**-1.5 for e in range(1, 41)],
+        "noisy": [0.6 - 0.003 * e + 0.03 * float(z) for e, z in enumerate(rng.standard_normal(40), 1)],
+        "flat": [0.6] * 40,
+    }
+    path = _write_table(tmp_path, curves)
+
+    def run(*extra: str) -> dict:
+        args = ["replay", str(path), "--scheduler", "fifo", "--price", "1", "--json", *extra]
+        result = CliRunner().invoke(main, args)
+        assert result.exit_code == 0, result.output
+        return json.loads(result.output)
+
+    aware, plain = run("--noise-aware"), run("--no-noise-aware")
+    assert aware["settings"]["noise_aware"] is True and plain["settings"]["noise_aware"] is False
+    assert run()["settings"]["noise_aware"] is NOISE_AWARE_DEFAULT
+    table = load_curves(str(path))
+    for doc, noise_aware in ((aware, True), (plain, False)):
+        rule = StoppingRule(min_relative_roi=0.3, spare_best=True, max_epochs=40, noise_aware=noise_aware)
+        sim = simulate(
+            list(table.values()), None, stopping=MarginalRoiStopping(rule), usd_per_device_hour=1.0
+        )
+        assert doc["runs"]["costtune"]["epochs"] == len(sim.epochs)
+    assert aware["runs"]["costtune"]["epochs"] > plain["runs"]["costtune"]["epochs"] + 10
 
 
 def test_replay_cli_stops_with_the_sweeps_default_rule(table_path) -> None:
