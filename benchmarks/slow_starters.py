@@ -41,6 +41,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from costtune.analysis import MOVED_SHARE
 from costtune.curves import Curve
 from costtune.policy import AsyncHyperband, Decision, MarginalRoiStopping, StoppingRule, auto_warmup_trials
+from costtune.policy.stopping import NOISE_AWARE_DEFAULT
 from costtune.pool import GpPool
 from costtune.simulate import simulate
 
@@ -74,7 +75,8 @@ def table(kind: str, seed: int) -> list[Curve]:
 
 #: what a replay may run: the default, --no-escalate, and, to see which part fails, the default's
 #: rungs without its stopper, its stopper without rungs, and neither; two prototypes: the flat
-#: guard, and a stall that only a gain of 2% of the sweep's ends (``stall_min_gain``)
+#: guard, and a stall that only a gain of 2% of the sweep's ends (``stall_min_gain``); and the
+#: default with ``stopping.noise_aware`` on
 SETTINGS = (
     "default",
     "--no-escalate",
@@ -83,6 +85,7 @@ SETTINGS = (
     "fifo, no stopping",
     "default + flat guard",
     "default + stall 2%",
+    "default + noise-aware",
 )
 
 
@@ -177,13 +180,21 @@ class FlatStartGuard:
 def replay(curves: list[Curve], setting: str, seed: int) -> Any:
     """One replay of ``curves`` as ``costtune replay --searcher gp`` runs it."""
     policy, stopping = None, None
-    if setting in ("default", "--no-escalate", "rungs only", "default + flat guard", "default + stall 2%"):
+    with_default_rungs = (
+        "default",
+        "--no-escalate",
+        "default + flat guard",
+        "default + stall 2%",
+        "default + noise-aware",
+    )
+    if setting in (*with_default_rungs, "rungs only"):
         escalate = setting != "--no-escalate"
         warmup = auto_warmup_trials(5, len(curves))
         stall = 0.02 if setting == "default + stall 2%" else 0.0
         policy = AsyncHyperband(EPOCHS, 5, 5, 1, "loss", "floor", None, warmup, escalate, stall)
-    if setting in ("default", "--no-escalate", "stopper only", "default + flat guard", "default + stall 2%"):
-        rule = StoppingRule(min_relative_roi=0.3, spare_best=True, max_epochs=EPOCHS)
+    if setting in (*with_default_rungs, "stopper only"):
+        noise_aware = NOISE_AWARE_DEFAULT or setting == "default + noise-aware"
+        rule = StoppingRule(min_relative_roi=0.3, spare_best=True, max_epochs=EPOCHS, noise_aware=noise_aware)
         stopping = MarginalRoiStopping(rule)
     if setting == "default + flat guard" and policy is not None and stopping is not None:
         guard = FlatStartGuard()
@@ -210,7 +221,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument(
         "--settings",
         default="default,--no-escalate,fifo, no stopping",
-        help=f"comma-separated, of: {', '.join(SETTINGS)} (default: the first two and the last)",
+        help=f"comma-separated, of: {', '.join(SETTINGS).replace('%', '%%')} (default: the first two and the last)",
     )
     args = parser.parse_args(argv)
     if args.tables < 1 or args.seeds < 1:

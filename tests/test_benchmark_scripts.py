@@ -314,7 +314,10 @@ def test_lcbench_noise_veto_keeps_a_noisy_slow_improver_and_stops_a_noisy_flat_t
         aware = dataclasses.replace(rule, noise_aware=True)
         built = simulate(noisy, None, stopping=MarginalRoiStopping(aware), usd_per_device_hour=1.0)
         proto = simulate(
-            noisy, None, stopping=NoiseVeto(MarginalRoiStopping(rule), measurable=True), usd_per_device_hour=1.0
+            noisy,
+            None,
+            stopping=NoiseVeto(MarginalRoiStopping(rule), measurable=True),
+            usd_per_device_hour=1.0,
         )
         assert built.stopped_at == proto.stopped_at
         plain = simulate(noisy, None, stopping=MarginalRoiStopping(rule), usd_per_device_hour=1.0)
@@ -777,6 +780,19 @@ def test_bracket_guard_keeps_the_stopper_off_a_later_brackets_trial_until_its_fi
     assert all(g is None for g, p in said[late][:24]) and all(p is not None for g, p in said[late][2:24])
     assert said[late][24][0] is not None
     assert guard._spent == plain._spent  # the books moved alike
+
+
+def test_slow_starters_help_names_every_setting_and_a_bad_one_is_refused() -> None:
+    """`slow_starters.py --help` lists its settings (one named with a % once broke it); an
+    unknown setting is one line and exit 2, before anything runs."""
+    script = [sys.executable, "benchmarks/slow_starters.py"]
+    shown = subprocess.run([*script, "--help"], cwd=REPO, capture_output=True, text=True, timeout=60)
+    assert shown.returncode == 0, shown.stderr[-2000:]
+    assert "stall 2%" in shown.stdout and "default + noise-aware" in " ".join(shown.stdout.split())
+    bad = subprocess.run(
+        [*script, "--settings", "nope"], cwd=REPO, capture_output=True, text=True, timeout=60
+    )
+    assert bad.returncode == 2 and "nope" in bad.stderr
 
 
 def test_slow_starters_tables_are_seeded_and_their_early_ranks_point_the_wrong_way() -> None:
