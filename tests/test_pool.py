@@ -197,6 +197,7 @@ def test_replay_cli_with_searcher_stopping_budget_and_seed(tmp_path) -> None:
         "seed": 4,
         "stopping": "outlook",
         "rho": None,
+        "noise_aware": None,
         "budget_usd": 3.0,
         "keep": "floor",
         "lookahead": None,
