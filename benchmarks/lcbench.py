@@ -419,8 +419,8 @@ def parse_variant(method: str) -> tuple[str, dict[str, Any]]:
     (``AsyncHyperband(warmup_trials=w)``); ``W0``: off.
     ``J`` (any costtune-hb method): every bracket that fits opens when the sweep stalls
     (``AsyncHyperband(escalate=True)``, a sweep's ``scheduler.escalate``, on by default since
-    stop 31: the default row is ``costtune-hb-rel-tpe:r0.3sGCW10i5J``); ``b<n>``: how many are
-    open from the start.
+    stop 31: the default row was ``costtune-hb-rel-tpe:r0.3sGCW10i5J`` until stop 35, and is
+    ``costtune-hb-rel-tpe:r0.3sGCW10i5JV`` since); ``b<n>``: how many are open from the start.
     ``Y`` (costtune-hb-rel-tpe, a prototype): the stopper does not stop a trial of a later
     bracket before that bracket's first rung (:class:`BracketGuard`).
     ``D`` (costtune-hb-rel-tpe, a prototype): a trial meets its bracket's first rung at that
@@ -430,7 +430,8 @@ def parse_variant(method: str) -> tuple[str, dict[str, Any]]:
     (:class:`slow_starters.FlatStartGuard`) around the policy and the stopper.
     ``V`` (costtune-hb-rel-tpe, costtune-rel-tpe): the relative stopper's stops wait while the
     window they judge cannot measure the gain that matters under the trial's own epoch noise
-    (``StoppingRule(noise_aware=True)``, a sweep's ``stopping.noise_aware``, stop 35's form).
+    (``StoppingRule(noise_aware=True)``, a sweep's ``stopping.noise_aware``, on by default since
+    stop 35).
     ``F`` (the same methods, a prototype): stop 34's form of ``noise_aware`` (:class:`NoiseVeto`):
     a stop waits while the trial's noise could hide a worthwhile gain over its last window and
     the last half of its epochs, each window's gain credited with its standard error.

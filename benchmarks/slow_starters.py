@@ -221,7 +221,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument(
         "--settings",
         default="default,--no-escalate,fifo, no stopping",
-        help=f"comma-separated, of: {', '.join(SETTINGS).replace('%', '%%')} (default: the first two and the last)",
+        help=f"comma-separated, of: {', '.join(SETTINGS).replace('%', '%%')} "
+        "(default: default, --no-escalate and fifo, no stopping)",
     )
     args = parser.parse_args(argv)
     if args.tables < 1 or args.seeds < 1:

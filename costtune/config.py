@@ -268,7 +268,9 @@ class StoppingConfig(_Strict):
     """Stop trials (and the sweep) where money stops buying quality.
 
     On by default: the scale-free relative rule (ρ = 0.3, chosen on LCBench's dev tasks and
-    held on its test tasks; benchmarks/RESULTS.md). The other rules are off by default.
+    held on its test tasks; benchmarks/RESULTS.md), noise-aware since stop 35 (level on
+    LCBench, and it keeps noisy slow improvers the plain rule stops). The other rules are off
+    by default.
     """
 
     patience_epochs: int | None = Field(None, ge=1)

@@ -95,6 +95,26 @@ def test_the_sweeps_scheduler_is_the_one_the_benchmark_default_was_measured_with
     assert warmup_trials(config) == variant["warmup_trials"] == 10
 
 
+def test_the_sweeps_stopping_rule_is_the_one_the_benchmark_default_was_measured_with() -> None:
+    """A sweep's default stopping rule is the benchmark default row's
+    (``costtune-hb-rel-tpe:r0.3sGCW10i5JV`` since stop 35): the relative rule at ρ 0.3, the best
+    trial spared, noise-aware (``V``); ``costtune replay``'s default is the same."""
+    import sys
+    from pathlib import Path
+
+    from costtune.config import StoppingConfig
+    from costtune.policy.stopping import NOISE_AWARE_DEFAULT
+
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benchmarks"))
+    from lcbench import parse_variant
+
+    _, variant = parse_variant("costtune-hb-rel-tpe:r0.3sGCW10i5JV")
+    st = StoppingConfig()
+    assert variant["noise_aware"] is st.noise_aware is NOISE_AWARE_DEFAULT is True
+    assert variant["relative_roi"] == st.min_relative_roi == 0.3
+    assert variant["spare_best"] is st.spare_best is True
+
+
 def test_gp_searcher_is_seeded_and_its_model_drives_after_the_start_up() -> None:
     """``searcher.type: gp``: Optuna's Gaussian process, through Ray's OptunaSearch. After its
     random start-up trials it proposes from the model: here it finds a better point of a smooth
