@@ -281,17 +281,22 @@ def test_expected_gain_rule_in_a_ray_sweep_stops_like_the_simulator(
     assert set(frame.index[frame["stop_reason"] == "marginal_roi"]) == stopped
 
 
+def _fast_noisy_flat(epochs: int, pace: float) -> dict[str, list[float]]:
+    """A fast power law, a slow improver at ``pace`` a epoch under noise σ 0.03, a flat trial."""
+    rng = np.random.default_rng(3)
+    return {
+        "fast": [0.2 + e**-1.5 for e in range(1, epochs + 1)],
+        "noisy": [0.6 - pace * e + 0.03 * float(z) for e, z in enumerate(rng.standard_normal(epochs), 1)],
+        "flat": [0.6] * epochs,
+    }
+
+
 @pytest.mark.ray
 def test_noise_aware_rule_in_a_ray_sweep_stops_like_the_simulator(ray_session, tmp_path) -> None:
     """`stopping.noise_aware` in a real sweep: Ray's stopper ends the same trials at the same
     epochs as the pure rule, and the noisy slow improver runs on where the plain rule, which
     reads its noise as a flat window, stops it early."""
-    rng = np.random.default_rng(3)
-    curves = {
-        "fast": [0.2 + e**-1.5 for e in range(1, 31)],
-        "noisy": [0.6 - 0.002 * e + 0.03 * float(z) for e, z in enumerate(rng.standard_normal(30), 1)],
-        "flat": [0.6] * 30,
-    }
+    curves = _fast_noisy_flat(30, pace=0.002)
     path = _write_table(tmp_path, curves)
     settings = {"min_relative_roi": 0.3, "window_epochs": 3, "min_epochs": 3}
     frame, ran = _replay_in_ray(
@@ -531,12 +536,7 @@ def test_replay_cli_replays_the_noise_aware_rule_as_a_sweep_runs_it(tmp_path) ->
     """`costtune replay --noise-aware` runs a sweep's `stopping.noise_aware`: the noisy slow
     improver that the plain rule stops on a flat-looking window runs on (more epochs), the
     same as the pure rule in the simulator; the default is a sweep's default."""
-    rng = np.random.default_rng(3)
-    curves = {
-        "fast": [0.2 + e**-1.5 for e in range(1, 41)],
-        "noisy": [0.6 - 0.003 * e + 0.03 * float(z) for e, z in enumerate(rng.standard_normal(40), 1)],
-        "flat": [0.6] * 40,
-    }
+    curves = _fast_noisy_flat(40, pace=0.003)
     path = _write_table(tmp_path, curves)
 
     def run(*extra: str) -> dict:
