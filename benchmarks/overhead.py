@@ -35,6 +35,7 @@ from costtune.policy import (
     StoppingRule,
     is_promotable,
 )
+from costtune.policy.stopping import NOISE_AWARE_DEFAULT
 from costtune.schedulers import CostAwareHyperBand
 
 
@@ -135,15 +136,20 @@ def core_table() -> None:
         print(f"{n:>10,}{fast:>16,.0f}{slow:>16,.0f}{fast / slow:>8.1f}")
 
 
-def decision_latency(trials: int, epochs: int = 52, relative: bool = False) -> tuple[float, float]:
+def decision_latency(
+    trials: int, epochs: int = 52, relative: bool = False, noise: float = 0.0
+) -> tuple[float, float]:
     """Median and p99 seconds of one decision (rungs with keep=floor + the outlook rule, or
-    with ``relative`` + the relative-ROI stopper, ρ 0.3, sparing the best) when ``trials``
-    trials report round-robin for ``epochs`` epochs — every result decided."""
+    with ``relative`` + the relative-ROI stopper, ρ 0.3, sparing the best, noise-aware as a
+    sweep's by default) when ``trials`` trials report round-robin for ``epochs`` epochs — every
+    result decided. ``noise``: each loss times exp(noise · z), so that the noise-aware rule's
+    estimate runs on the stops it judges."""
     rng = random.Random(0)
     policy = AsyncHyperband(max_epochs=epochs, grace_epochs=5, eta=5, keep="floor")
     outlook: OutlookStopping | MarginalRoiStopping = OutlookStopping(OutlookRule(epochs, optimism=2.0))
     if relative:
-        outlook = MarginalRoiStopping(StoppingRule(min_relative_roi=0.3, spare_best=True))
+        rule = StoppingRule(min_relative_roi=0.3, spare_best=True, noise_aware=NOISE_AWARE_DEFAULT)
+        outlook = MarginalRoiStopping(rule)
     finals = [rng.random() for _ in range(trials)]
     stopped: set[int] = set()
     took: list[float] = []
@@ -151,7 +157,7 @@ def decision_latency(trials: int, epochs: int = 52, relative: bool = False) -> t
         for i, final in enumerate(finals):
             if i in stopped:
                 continue
-            loss = final + 1.0 / epoch**0.5
+            loss = (final + 1.0 / epoch**0.5) * math.exp(noise * rng.gauss(0.0, 1.0))
             started = time.perf_counter()
             if isinstance(outlook, OutlookStopping):
                 stop = outlook.on_result(f"t{i}", loss) is not None
@@ -203,9 +209,14 @@ def pareto_check_ms(trials: int, repeats: int = 20) -> float:
 def latency_table() -> None:
     print("\ndecision latency: rungs (grace 5, η 5, keep floor) + a stopper, every result of 52 epochs")
     print(f"{'stopper':>22}{'trials':>8}{'median µs':>11}{'p99 µs':>9}")
-    for name, relative in (("outlook (κ 2)", False), ("relative ROI (ρ 0.3)", True)):
+    rows = (
+        ("outlook (κ 2)", False, 0.0),
+        ("relative ROI (ρ 0.3)", True, 0.0),
+        ("the same, noise 5%", True, 0.05),
+    )
+    for name, relative, noise in rows:
         for n in (100, 1_000):
-            median, p99 = decision_latency(n, relative=relative)
+            median, p99 = decision_latency(n, relative=relative, noise=noise)
             print(f"{name:>22}{n:>8,}{1e6 * median:>11.1f}{1e6 * p99:>9.1f}")
     print("\none worker, trials one after another (rungs fill up), + relative ROI (ρ 0.3)")
     print(f"{'look-ahead':>22}{'trials':>8}{'median µs':>11}{'p99 µs':>9}")
