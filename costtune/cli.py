@@ -859,9 +859,19 @@ def replay(
             f"{d['wall_clock_hours']:>9.2f}"
         )
     saved = 1 - costtune_run.total_usd / recorded.total_usd if recorded.total_usd else 0.0
-    click.echo(f"saved: {saved:.0%} of the recorded cost")
+    click.echo(f"saved: {saved:.0%} of the recorded cost" + _short_of(data, goal))
     for f in notes:
         click.echo(f"note: {f.message}")
+
+
+def _short_of(runs: dict[str, dict[str, Any]], goal: float) -> str:
+    """What the "saved" line must not hide: that costtune's replay ended short of the target
+    the recorded sweep reached (a cheaper sweep to a worse model is not a saving)."""
+    ours, recorded = runs["costtune"], runs["recorded"]
+    if ours["cost_to_target_usd"] is not None:
+        return ""
+    neither = " (nor did the recorded sweep)" if recorded["cost_to_target_usd"] is None else ""
+    return f", but it did not reach the target{neither}: best val_loss {ours['best_val_loss']:.4g} against {goal:.4g}"
 
 
 @main.command()

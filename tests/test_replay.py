@@ -165,6 +165,26 @@ def test_replay_cli_compares_recorded_with_costtune(table_path) -> None:
     assert bad.exit_code == 2 and "curves: no such file" in bad.output
 
 
+def test_replay_cli_says_when_its_saving_ended_short_of_the_target(tmp_path) -> None:
+    # nine fast starters that plateau at 0.5, and a slow starter that ends best: a first rung at
+    # epoch 1 (η 3) prunes it, so costtune's replay is cheaper and never reaches the recorded best
+    curves = {f"f{i}": [0.5 + 0.01 * i] * 9 for i in range(9)}
+    curves["slow"] = [2.0] * 6 + [0.1] * 3
+    path = _write_table(tmp_path, curves)
+    args = ["replay", str(path), "--grace-epochs", "1", "--eta", "3", "--warmup-trials", "0"]
+    short = CliRunner().invoke(main, args)
+    assert short.exit_code == 0, short.output
+    saved = next(line for line in short.output.splitlines() if line.startswith("saved:"))
+    assert "did not reach the target: best val_loss 0.5 against 0.1" in saved
+    assert "nor did the recorded sweep" not in saved
+    neither = CliRunner().invoke(main, [*args, "--target", "0.05"])
+    assert "did not reach the target (nor did the recorded sweep)" in neither.output
+    # where it reaches the target, the line is the saving alone
+    reached = CliRunner().invoke(main, [*args, "--target", "0.6"])
+    saved = next(line for line in reached.output.splitlines() if line.startswith("saved:"))
+    assert saved.endswith("of the recorded cost"), saved
+
+
 def _replay_sweep(table_path: Path, config_ids: list[str], **overrides: object) -> dict:
     """A sweep's config replaying the recorded curves of ``table_path``: a grid over
     ``config_ids``, one trial at a time, 9 epochs, the recorded seconds priced $1 an hour."""
