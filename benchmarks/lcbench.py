@@ -445,6 +445,11 @@ def parse_variant(method: str) -> tuple[str, dict[str, Any]]:
     ``A<f>`` (any costtune-hb method, with ``J``): the stall that opens the brackets ends only on a
     gain of the sweep's best of at least f × what the sweep had gained below its first loss
     (``AsyncHyperband(stall_min_gain=f)``; default 0: any gain ends it).
+    ``t<k>`` (TPE methods, a prototype): the searcher is told every trial's loss at epoch k (or
+    at its last epoch, if it ended sooner), not its last loss: one fidelity for every trial.
+    ``z<k>`` (TPE methods, a prototype): every k-th model-driven trial starts at a uniform random
+    point (seeded) in place of the searcher's proposal, as BOHB and SMAC interleave random
+    configurations.
     ``v``: a trial the look-ahead pruned is told to TPE at its estimated loss at the rung
     (``AsyncHyperband.rung_estimate``), not at its last loss.
     """
@@ -475,9 +480,13 @@ def parse_variant(method: str) -> tuple[str, dict[str, Any]]:
         kwargs["rung_free_every"] = int(value)
     for value in re.findall(r"A([0-9.]+)", spec):
         kwargs["stall_min_gain"] = float(value)
+    for value in re.findall(r"t([0-9]+)", spec):
+        kwargs["tell_at"] = int(value)
+    for value in re.findall(r"z([0-9]+)", spec):
+        kwargs["random_every"] = int(value)
     numbered = (
         r"o[0-9.]+|n[0-9]+|q[0-9]+|r[0-9.]+|a[0-9]+|i[0-9]+|E[0-9.]+|W[0-9]+|U[0-9]+|N[0-9]+|M[0-9]+"
-        r"|H[0-9]+|A[0-9.]+"
+        r"|H[0-9]+|A[0-9.]+|t[0-9]+|z[0-9]+"
     )
     spec = re.sub(numbered + "|[" + "".join(_FLAGS) + "]", "", spec)
     unknown = re.sub(r"([gebpk])([0-9]+|[lcpf])", "", spec)
@@ -533,6 +542,8 @@ def run_tpe_loop(
     predicted_rungs: bool = False,
     believer: bool = True,
     smooth_rungs: int = 0,
+    tell_at: int = 0,
+    random_every: int = 0,
 ) -> Trace:
     """A costtune policy on the simulator with Optuna's TPE asked and told in the loop.
 
@@ -560,17 +571,22 @@ def run_tpe_loop(
         if gp
         else optuna.samplers.TPESampler(seed=seed, multivariate=multivariate, constant_liar=constant_liar),
     )
+
+    def point_at(row: Any) -> dict[str, Any]:
+        point = {}
+        for u, (name, m) in zip(row, SPACE.items(), strict=True):
+            lo, hi = (math.log(m.low), math.log(m.high)) if m.kind.startswith("log") else (m.low, m.high)
+            x = lo + float(u) * (hi - lo)
+            x = math.exp(x) if m.kind.startswith("log") else x
+            point[name] = min(max(round(x), int(m.low)), int(m.high)) if m.kind.endswith("int") else x
+        return point
+
     if sobol_start:  # the start-up trials at scrambled Sobol points in place of random ones
         from scipy.stats import qmc
 
         for row in qmc.Sobol(len(SPACE), scramble=True, seed=seed).random(n_startup):
-            point = {}
-            for u, (name, m) in zip(row, SPACE.items(), strict=True):
-                lo, hi = (math.log(m.low), math.log(m.high)) if m.kind.startswith("log") else (m.low, m.high)
-                x = lo + float(u) * (hi - lo)
-                x = math.exp(x) if m.kind.startswith("log") else x
-                point[name] = min(max(round(x), int(m.low)), int(m.high)) if m.kind.endswith("int") else x
-            study.enqueue_trial(point)
+            study.enqueue_trial(point_at(row))
+    interleave = np.random.default_rng([seed, 7])  # random_every's points
     asked: dict[str, optuna.Trial] = {}
     from costtune.policy.epoch_cost import EpochCostModel
 
@@ -595,6 +611,9 @@ def run_tpe_loop(
                     study.tell(t, state=optuna.trial.TrialState.FAIL)
             trial, config = proposals[best], params[best]
         else:
+            model_driven = len(study.trials) - n_startup
+            if random_every and model_driven >= 0 and model_driven % random_every == random_every - 1:
+                study.enqueue_trial(point_at(interleave.uniform(size=len(SPACE))))
             trial = study.ask()
             config = suggest(trial)
         curve = curves_of(task.name, [config], prefix=f"t{trial.number}-")[0]
@@ -627,6 +646,8 @@ def run_tpe_loop(
             # epoch to the last that the sweep's finished trials showed
             drops = sorted(float(c.val_loss[epoch - 1] - c.val_loss[MAX_EPOCHS - 1]) for c in finished)
             study.tell(trial, loss - drops[len(drops) // 2])
+        elif tell_at:  # one fidelity for every trial: its loss at epoch tell_at, or at its end if sooner
+            study.tell(trial, float(curve.val_loss[min(tell_at, epoch) - 1]))
         elif smooth_rungs and isinstance(policy, SmoothedRungs):
             study.tell(trial, policy.smoothed(config_id))
         else:
@@ -1047,6 +1068,8 @@ def run_method(task: Task, seed: int, method: str) -> Trace:
         "predicted_rungs": bool(kwargs.pop("predicted_rungs", False)),
         "believer": bool(kwargs.pop("believer", True)),
         "smooth_rungs": int(kwargs.pop("smooth_rungs", 0)),
+        "tell_at": int(kwargs.pop("tell_at", 0)),
+        "random_every": int(kwargs.pop("random_every", 0)),
     }
     if base == "grid":
         return task.grid_trace

@@ -124,6 +124,19 @@ def test_lcbench_table_pairs_runs_by_task_and_seed() -> None:
         "n_startup": 5,
         "warmup_trials": 10,
     }
+    # stop 36's two searcher prototypes: one fidelity told, random points interleaved
+    assert parse_variant("costtune-hb-rel-tpe:r0.3sGCW10i5JVt5z3")[1] == {
+        "gp": True,
+        "spare_best": True,
+        "value_transform": "clip",
+        "escalate": True,
+        "noise_aware": True,
+        "relative_roi": 0.3,
+        "n_startup": 5,
+        "warmup_trials": 10,
+        "tell_at": 5,
+        "random_every": 3,
+    }
     inf = math.inf
 
     def row(method, task, seed, usd):
