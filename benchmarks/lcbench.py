@@ -80,17 +80,20 @@ from costtune.curves import Curve, curves_from_frame
 from costtune.lcbench import LCBench, random_configs, reference_grid
 from costtune.policy import (
     AsyncHyperband,
+    Decision,
     MarginalRoiStopping,
     Member,
     Mutation,
     OutlookRule,
     OutlookStopping,
     StoppingRule,
+    StopReason,
     choose_donor,
     explore,
     quantiles,
 )
-from costtune.policy.hyperband import TrialState
+from costtune.policy.curve_model import outlook_multiple
+from costtune.policy.hyperband import TrialState, bracket_weights
 from costtune.simulate import simulate
 
 #: protocol v3 (../shared/benchmarks/PROTOCOL.md): choose settings on DEV_TASKS, report on TEST_TASKS
@@ -484,9 +487,13 @@ def parse_variant(method: str) -> tuple[str, dict[str, Any]]:
         kwargs["tell_at"] = int(value)
     for value in re.findall(r"z([0-9]+)", spec):
         kwargs["random_every"] = int(value)
+    for value in re.findall(r"h([0-9]+)", spec):
+        kwargs["rung_checks"] = int(value)
+    for value in re.findall(r"y([0-9.]+)", spec):
+        kwargs["probe_paces"] = float(value)
     numbered = (
         r"o[0-9.]+|n[0-9]+|q[0-9]+|r[0-9.]+|a[0-9]+|i[0-9]+|E[0-9.]+|W[0-9]+|U[0-9]+|N[0-9]+|M[0-9]+"
-        r"|H[0-9]+|A[0-9.]+|t[0-9]+|z[0-9]+"
+        r"|H[0-9]+|A[0-9.]+|t[0-9]+|z[0-9]+|h[0-9]+|y[0-9.]+"
     )
     spec = re.sub(numbered + "|[" + "".join(_FLAGS) + "]", "", spec)
     unknown = re.sub(r"([gebpk])([0-9]+|[lcpf])", "", spec)
@@ -696,6 +703,104 @@ class RungFreeShare(AsyncHyperband):
         self.trials[trial_id] = TrialState(bracket=bracket)
         self.version += 1
         return bracket
+
+
+class RungProbe(AsyncHyperband):
+    """A prototype: a first rung that checks itself. A bracket-0 trial the first rung prunes by
+    rank (not in its warm-up) while its curve is still falling fast (its loss less ``paces``
+    times its fall over its last doubling of epochs is below the best loss at the rung; by
+    default the outlook's paces to the last epoch, :func:`costtune.policy.curve_model.
+    outlook_multiple`) is spared as a *probe*, judged by the stopper alone, one probe at a time.
+    A probe better at some epoch than every trial the rung promoted was at that epoch has shown
+    that the rung prunes what ends best: every bracket opens (as on a stall, with ``escalate``)
+    and probing goes on. A probe whose pace no longer promises to beat the sweep's best, or that
+    ends, without that is a failure; after ``failures`` of them, and none that contradicted the
+    rung, nothing more is probed. Written apart from the product's ``rung_checks``
+    (``AsyncHyperband(rung_checks=...)``, flag ``h<c>``), which makes the same decisions with
+    one pace (flag ``h<c>y1``; tests/test_benchmark_scripts.py)."""
+
+    def __init__(self, max_epochs: int, failures: int = 2, paces: float | None = None, **kwargs: Any) -> None:
+        super().__init__(max_epochs, **kwargs)
+        self.failures_left = failures
+        #: how many more paces (its fall over its last doubling of epochs) a trial is credited with
+        self.paces = outlook_multiple(self.rungs_by_bracket[0][0], max_epochs) if paces is None else paces
+        self.early: dict[str, dict[int, float]] = {}
+        self.probe: str | None = None
+        self.contradicted = False
+        self.others_best = math.inf
+        #: by epoch, the best loss of the trials the first rung promoted (bracket 0, past it)
+        self.promoted_best: dict[int, float] = {}
+        self.probes: list[list[Any]] = []  # [trial, contradicted] per probe
+
+    def on_result(self, trial_id: str, epoch: int, loss: float, cost_usd: float) -> Decision:
+        first = self.rungs_by_bracket[0][0]
+        if trial_id == self.probe:
+            state = self.trials[trial_id]
+            state.epochs = max(state.epochs, epoch)
+            if self.escalate:
+                self._track(trial_id, float(loss), float(cost_usd))
+            curve = self.early.setdefault(trial_id, {})
+            curve[epoch] = loss
+            half = curve.get(epoch // 2)
+            if (
+                not self.probes[-1][1]
+                and half is not None
+                and loss - self.paces * max(half - loss, 0.0) >= self.others_best
+            ):  # a probe whose pace no longer promises to beat the sweep's best ends: a failure
+                state.stop_reason = StopReason.RUNG_PRUNED
+                self.on_end(trial_id)
+                return Decision.STOP
+            if loss < self.promoted_best.get(epoch, -math.inf) and not self.probes[-1][1]:
+                self.probes[-1][1] = True
+                if not self.contradicted and self.escalate:
+                    self.open_brackets = len(self.rungs_by_bracket)
+                    self._weights = bracket_weights(self.open_brackets, self.eta)
+                    self._wrr = [0] * self.open_brackets
+                self.contradicted = True
+            if epoch >= self.max_epochs:
+                state.stop_reason = StopReason.COMPLETED
+                self.on_end(trial_id)
+                return Decision.STOP
+            return Decision.CONTINUE
+        self.others_best = min(self.others_best, loss)
+        if trial_id in self.trials and self.trials[trial_id].bracket == 0 and epoch > first:
+            self.promoted_best[epoch] = min(self.promoted_best.get(epoch, math.inf), loss)
+        if epoch <= first:
+            self.early.setdefault(trial_id, {})[epoch] = loss
+        decision = super().on_result(trial_id, epoch, loss, cost_usd)
+        state = self.trials[trial_id]
+        rung = self.rungs[0].get(first)
+        if (
+            decision is Decision.STOP
+            and state.bracket == 0
+            and epoch == first
+            and state.stop_reason is StopReason.RUNG_PRUNED
+            and rung is not None
+            and (self.warmup_trials is None or len(rung) >= self.warmup_trials)
+            and self.probe is None
+            and (self.contradicted or self.failures_left > 0)
+        ):
+            before = self.early.get(trial_id, {}).get(first // 2)
+            if before is not None:
+                drop = max(before - loss, 0.0)
+                if loss - self.paces * drop < rung.nth_loss(0):
+                    state.stop_reason = None
+                    self.probe = trial_id
+                    self.probes.append([trial_id, False])
+                    return Decision.CONTINUE
+        if epoch >= first and trial_id != self.probe:
+            self.early.pop(trial_id, None)
+        return decision
+
+    def on_end(self, trial_id: str, reason: Any = None) -> None:
+        if reason is None:
+            super().on_end(trial_id)
+        else:
+            super().on_end(trial_id, reason)
+        if trial_id == self.probe:
+            self.probe = None
+            if not self.probes[-1][1] and not self.contradicted:
+                self.failures_left -= 1
 
 
 class DollarGrace(AsyncHyperband):
@@ -1099,7 +1204,11 @@ def run_method(task: Task, seed: int, method: str) -> Trace:
         noise_credit = bool(kwargs.pop("noise_credit", False))
         noise_veto = bool(kwargs.pop("noise_veto", False))
         hyperband = DollarGrace if kwargs.pop("dollar_grace", False) else AsyncHyperband
+        probe_paces = kwargs.pop("probe_paces", None)
         policy = hyperband(MAX_EPOCHS, **kwargs) if base == "costtune-hb-rel-tpe" else None
+        if probe_paces is not None and policy is not None:
+            failures = kwargs.pop("rung_checks", 2)
+            policy = RungProbe(MAX_EPOCHS, failures=failures, paces=probe_paces, **kwargs)
         if every and policy is not None:
             policy = RungFreeShare(MAX_EPOCHS, every, **kwargs)
         last_rung = policy.rungs_by_bracket[0][-1] if wait and policy is not None else None

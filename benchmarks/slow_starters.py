@@ -41,6 +41,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from costtune.analysis import MOVED_SHARE
 from costtune.curves import Curve
 from costtune.policy import AsyncHyperband, Decision, MarginalRoiStopping, StoppingRule, auto_warmup_trials
+from costtune.policy.hyperband import RUNG_CHECKS_DEFAULT
 from costtune.policy.stopping import NOISE_AWARE_DEFAULT
 from costtune.pool import GpPool
 from costtune.simulate import simulate
@@ -75,8 +76,8 @@ def table(kind: str, seed: int) -> list[Curve]:
 
 #: what a replay may run: the default, --no-escalate, and, to see which part fails, the default's
 #: rungs without its stopper, its stopper without rungs, and neither; two prototypes: the flat
-#: guard, and a stall that only a gain of 2% of the sweep's ends (``stall_min_gain``); and the
-#: default with ``stopping.noise_aware`` on
+#: guard, and a stall that only a gain of 2% of the sweep's ends (``stall_min_gain``); the
+#: default with ``stopping.noise_aware`` on; and with ``scheduler.rung_checks: 5``
 SETTINGS = (
     "default",
     "--no-escalate",
@@ -86,6 +87,7 @@ SETTINGS = (
     "default + flat guard",
     "default + stall 2%",
     "default + noise-aware",
+    "default + rung checks",
 )
 
 
@@ -186,12 +188,16 @@ def replay(curves: list[Curve], setting: str, seed: int) -> Any:
         "default + flat guard",
         "default + stall 2%",
         "default + noise-aware",
+        "default + rung checks",
     )
     if setting in (*with_default_rungs, "rungs only"):
         escalate = setting != "--no-escalate"
         warmup = auto_warmup_trials(5, len(curves))
         stall = 0.02 if setting == "default + stall 2%" else 0.0
-        policy = AsyncHyperband(EPOCHS, 5, 5, 1, "loss", "floor", None, warmup, escalate, stall)
+        checks = 5 if setting == "default + rung checks" else RUNG_CHECKS_DEFAULT
+        policy = AsyncHyperband(
+            EPOCHS, 5, 5, 1, "loss", "floor", None, warmup, escalate, stall, rung_checks=checks
+        )
     if setting in (*with_default_rungs, "stopper only"):
         noise_aware = NOISE_AWARE_DEFAULT or setting == "default + noise-aware"
         rule = StoppingRule(min_relative_roi=0.3, spare_best=True, max_epochs=EPOCHS, noise_aware=noise_aware)

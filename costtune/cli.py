@@ -18,7 +18,7 @@ from typing import Any, NoReturn
 import click
 
 from costtune.errors import ConfigError, CosttuneError
-from costtune.policy.hyperband import LOOKAHEAD_DEFAULT
+from costtune.policy.hyperband import LOOKAHEAD_DEFAULT, RUNG_CHECKS_DEFAULT
 from costtune.policy.stopping import NOISE_AWARE_DEFAULT
 
 EXIT_FAILED = 1
@@ -672,6 +672,15 @@ def watch_idle(
     "eta² trials since), every bracket that fits opens, as a sweep's scheduler.escalate (on by default).",
 )
 @click.option(
+    "--rung-checks",
+    type=click.IntRange(min=0),
+    default=RUNG_CHECKS_DEFAULT,
+    show_default=True,
+    help="c: the first rung checks itself, as a sweep's scheduler.rung_checks: a trial it prunes while "
+    "still falling fast runs on as a probe; one that beats every promoted trial at the same epoch opens "
+    "every bracket; after c probes that do not, nothing more is probed (0: off).",
+)
+@click.option(
     "--searcher",
     type=click.Choice(["order", "random", "tpe", "gp"]),
     default="order",
@@ -728,6 +737,7 @@ def replay(
     lookahead: int,
     warmup_trials: int | None,
     escalate: bool,
+    rung_checks: int,
     searcher: str,
     seed: int,
     stopping: str,
@@ -768,7 +778,16 @@ def replay(
         warmup = auto_warmup_trials(eta, len(table)) if warmup_trials is None else warmup_trials or None
         policy = (
             AsyncHyperband(
-                longest, grace_epochs, eta, brackets, promotion, keep, lookahead or None, warmup, escalate
+                longest,
+                grace_epochs,
+                eta,
+                brackets,
+                promotion,
+                keep,
+                lookahead or None,
+                warmup,
+                escalate,
+                rung_checks=rung_checks,
             )
             if scheduler == "hyperband"
             else None
@@ -838,6 +857,7 @@ def replay(
         "lookahead": lookahead or None,
         "warmup_trials": warmup if scheduler == "hyperband" else None,
         "escalate": escalate if scheduler == "hyperband" else None,
+        "rung_checks": rung_checks if scheduler == "hyperband" else None,
     }
     notes = costtune_run.findings(longest)  # what its own curves say of its decisions
     if as_json:
@@ -871,7 +891,8 @@ def _short_of(runs: dict[str, dict[str, Any]], goal: float) -> str:
     if ours["cost_to_target_usd"] is not None:
         return ""
     neither = " (nor did the recorded sweep)" if recorded["cost_to_target_usd"] is None else ""
-    return f", but it did not reach the target{neither}: best val_loss {ours['best_val_loss']:.4g} against {goal:.4g}"
+    best = ours["best_val_loss"]
+    return f", but it did not reach the target{neither}: best val_loss {best:.4g} against {goal:.4g}"
 
 
 @main.command()

@@ -20,7 +20,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from costtune.cost import CostModel, canonical_device
 from costtune.errors import ConfigError
-from costtune.policy.hyperband import LOOKAHEAD_DEFAULT, auto_warmup_trials
+from costtune.policy.hyperband import LOOKAHEAD_DEFAULT, RUNG_CHECKS_DEFAULT, auto_warmup_trials
 from costtune.policy.stopping import NOISE_AWARE_DEFAULT
 
 
@@ -183,6 +183,14 @@ class SchedulerConfig(_Strict):
         "before, and eta² trials started since), every Hyperband bracket that fits opens: later "
         "brackets first judge a trial at eta·grace, eta²·grace, … epochs (on by default: it rescues "
         "sweeps whose early ranks mislead and leaves the others alone); false: the brackets stay as set",
+    )
+    rung_checks: int = Field(
+        RUNG_CHECKS_DEFAULT,
+        ge=0,
+        description="the first rung checks itself: a trial it prunes while its curve still falls fast "
+        "runs on as a probe (one at a time); a probe that beats every promoted trial at the same epoch "
+        "shows the rung prunes what ends best, and every bracket opens at once (with escalate); after "
+        "this many probes that do not, nothing more is probed; 0: off (the default; see README)",
     )
     warmup_trials: int | Literal["auto"] | None = Field(
         "auto",

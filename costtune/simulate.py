@@ -172,6 +172,8 @@ def simulate(
         out_of_money = budget_usd is not None and sweep_usd >= budget_usd
         if stop or out_of_money:
             sim.stopped_at[config_id] = epoch
+            if policy is not None:  # as Ray's scheduler hears a trial end that it did not decide
+                policy.on_end(config_id, StopReason.STOPPED)
             if on_trial_end is not None:
                 on_trial_end(config_id, epoch, loss)
             if not out_of_money and refill():

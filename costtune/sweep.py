@@ -370,6 +370,7 @@ def _run(
             lookahead=config.scheduler.lookahead,
             warmup_trials=warmup_trials(config),
             escalate=config.scheduler.escalate,
+            rung_checks=config.scheduler.rung_checks,
             cost_model=cost_model,
             seconds_field=config.cost.time_field,
             governor=governor,

@@ -875,3 +875,59 @@ def test_slow_starters_refuses_bad_counts() -> None:
             timeout=120,
         )
         assert done.returncode == 2 and done.stderr.strip().splitlines()[-1].endswith(says), done.stderr
+
+
+def test_the_products_rung_checks_decide_as_the_rung_probe_prototype_written_apart() -> None:
+    """``AsyncHyperband(rung_checks=c)`` (lcbench.py's ``h<c>``) makes the stops of lcbench.py's
+    ``RungProbe(failures=c, paces=1)`` (``h<c>y1``, the form measured first), c = 5, on the slow
+    starters (where the rung fails a check), their plateaus and LCBench-like power laws that
+    keep their ranks (where it passes them), with the default's stopper and escalation."""
+    sys.path.insert(0, str(REPO / "benchmarks"))
+    import numpy as np
+    import slow_starters
+    from lcbench import RungProbe
+
+    from costtune.curves import Curve
+    from costtune.policy import AsyncHyperband, MarginalRoiStopping, StoppingRule
+    from costtune.pool import OrderedPool
+    from costtune.simulate import simulate
+
+    rng = np.random.default_rng(3)
+    keeping = [
+        Curve(f"k{i}", {"x": float(i)}, f + 1.5 * np.arange(1, 61) ** -(0.8 + a), np.full(60, 20.0 + i), 1.0)
+        for i, (f, a) in enumerate(zip(rng.uniform(0.2, 0.6, 120), rng.uniform(0, 1, 120), strict=True))
+    ]
+    # (curves, orders): the rung fails a check in slow 0's order 0 and plateau 1's order 2
+    tables = [
+        (slow_starters.table("slow", 0), (0, 1)),
+        (slow_starters.table("plateau", 1), (1, 2)),
+        (keeping, (0, 1)),
+    ]
+    checked = failed = 0
+    for curves, orders in tables:
+        for seed in orders:
+            runs = []
+            for make in (
+                lambda: AsyncHyperband(60, 5, 5, 1, warmup_trials=10, escalate=True, rung_checks=5),
+                lambda: RungProbe(60, failures=5, paces=1.0, grace_epochs=5, warmup_trials=10, escalate=True),
+            ):
+                policy = make()
+                rule = StoppingRule(min_relative_roi=0.3, spare_best=True, max_epochs=60, noise_aware=True)
+                pool = OrderedPool(curves, seed=seed)
+                sim = simulate(
+                    [],
+                    policy,
+                    stopping=MarginalRoiStopping(rule),
+                    max_epochs=60,
+                    next_curve=pool.ask,
+                    on_trial_end=pool.tell,
+                )
+                runs.append((sim.stopped_at, policy))
+            (product_stops, product), (prototype_stops, prototype) = runs
+            assert product_stops == prototype_stops
+            assert product.checks.probes == len(prototype.probes)
+            assert product.checks.failed == prototype.contradicted
+            assert product.open_brackets == prototype.open_brackets
+            checked += product.checks.probes
+            failed += product.checks.failed
+    assert checked > 100 and failed == 2  # both outcomes were exercised

@@ -644,3 +644,36 @@ def test_a_sweep_that_judged_flat_starts_says_so_in_its_report_and_replay(
         ["replay", str(_write_table(tmp_path / "falling", falling)), "--grace-epochs", "2", "--eta", "3"],
     )
     assert calm.exit_code == 0 and "note:" not in calm.output
+
+
+@pytest.mark.ray
+def test_rung_checks_in_a_ray_sweep_probe_and_open_the_brackets_like_the_simulator(
+    ray_session, tmp_path
+) -> None:
+    """`scheduler.rung_checks` in a real sweep (6 epochs, grace 2, η 3, one trial at a time): a
+    slow starter the first rung prunes while it still falls fast runs on as a probe, beats the
+    promoted trial at epoch 4, and every bracket opens. Ray's CostAwareHyperBand ends the same
+    trials at the same epochs as the pure policy in the simulator; without the checks the slow
+    starter stops at its first rung."""
+    curves = {"c0": [1.0, 0.5, 0.45, 0.44, 0.43, 0.42], "c1": [2.0, 1.0, 0.6, 0.40, 0.30, 0.20]}
+    curves.update({f"c{i}": [1.2 + i / 100] * 6 for i in range(2, 7)})
+    path = _write_table(tmp_path, curves)
+    run = tmp_path / "run"
+    geometry = {"grace_epochs": 2, "eta": 3, "brackets": 1, "escalate": True, "warmup_trials": None}
+    frame, ran = _replay_in_ray(
+        path,
+        run,
+        max_epochs=6,
+        scheduler={**geometry, "rung_checks": 1},
+        search_space={"config_id": {"type": "choice", "values": list(curves)}},
+    )
+    table = load_curves(str(path))
+    policy = AsyncHyperband(max_epochs=6, grace_epochs=2, eta=3, brackets=1, escalate=True, rung_checks=1)
+    expected = simulate([table[c] for c in ran], policy, workers=1).stopped_at
+    assert frame["epochs"].to_dict() == expected
+    assert ran[:2] == ["c0", "c1"] and expected["c1"] == 6
+    assert policy.checks.failed and policy.open_brackets == len(policy.rungs_by_bracket) == 2
+    state = json.loads((run / "scheduler_state.json").read_text())["policy"]
+    assert state["checks"]["failed"] is True and state["checks"]["probes"] == policy.checks.probes
+    plain = AsyncHyperband(max_epochs=6, grace_epochs=2, eta=3, brackets=1, escalate=True)
+    assert simulate([table[c] for c in ran], plain, workers=1).stopped_at["c1"] == 2

@@ -12,7 +12,7 @@ Pure: no Ray, no clock. A Ray scheduler, a simulator or a test drives it through
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from costtune.errors import ConfigError
@@ -32,6 +32,8 @@ from costtune.policy.successive_halving import (
 
 #: the look-ahead's m in a sweep's config and in ``costtune replay`` (None: off)
 LOOKAHEAD_DEFAULT: int | None = None
+#: ``scheduler.rung_checks`` and ``costtune replay --rung-checks`` unless set (0: off)
+RUNG_CHECKS_DEFAULT = 0
 #: ``warmup_trials: auto`` holds back at most this share of a sweep's trials
 WARMUP_MAX_SHARE = 0.1
 
@@ -112,6 +114,22 @@ class AsyncHyperband:
             best 0.02 reached the target in 8 of 9 runs against 6 of 9, but on LCBench's test
             tasks it changed 24 of 160 runs, 19 of them dearer, where small late gains are what
             reach the target (``benchmarks/RESULTS.md``, stop 34). Not a default; an option.
+        rung_checks: c, or 0 (off). The first rung checks itself: a bracket-0 trial it prunes by
+            rank (past its warm-up) whose curve is still falling fast (its loss less its fall
+            over its last doubling of epochs, :data:`CHECK_PACES` times, is below the best loss
+            at the rung) runs on as a *probe*, one at a time, unjudged by the rungs. A probe
+            that is better at some epoch than every trial the first rung promoted was at that
+            epoch shows that the rung prunes what ends best: every bracket opens (with
+            ``escalate``; as on a stall, but at once) and probes go on. A probe whose fall no
+            longer promises to beat the sweep's best (the same paces) stops, and it or a probe
+            that ended otherwise counts as a check the rung passed; after c of them, and none
+            it failed, nothing more is probed. The policy must hear every end (:meth:`on_end`):
+            Ray's scheduler tells it, as does the simulator. See :meth:`_check`. Measured
+            (``benchmarks/RESULTS.md``, stop 36; c = 5): on curves whose slow starters end best
+            the sweep reached the target in 8 of 9 runs against 5 of 9; level on LCBench's dev
+            tasks, but on its test tasks 13% dearer at GRID (dearer in 70 of 106 changed runs,
+            p = 0.001), where a pruned trial does at times beat the promoted ones and the opened
+            brackets do not pay. An option, off by default (:data:`RUNG_CHECKS_DEFAULT`).
     """
 
     #: a policy pickled before the warm-up existed (a resumed older run) has none
@@ -121,6 +139,8 @@ class AsyncHyperband:
     #: nor these (a stall ended by any gain)
     stall_min_gain: float = 0.0
     first_loss: float | None = None
+    #: nor the rung checks (off)
+    rung_checks: int = 0
 
     def __init__(
         self,
@@ -134,8 +154,12 @@ class AsyncHyperband:
         warmup_trials: int | None = None,
         escalate: bool = False,
         stall_min_gain: float = 0.0,
+        rung_checks: int = 0,
     ) -> None:
         validate_geometry(grace_epochs, eta, max_epochs)
+        if isinstance(rung_checks, bool) or not isinstance(rung_checks, int) or rung_checks < 0:
+            raise ConfigError(f"scheduler.rung_checks: must be a whole number >= 0; got {rung_checks!r}")
+        self.rung_checks = rung_checks
         if not 0 <= stall_min_gain < 1:
             raise ConfigError(f"scheduler: stall_min_gain must be in [0, 1); got {stall_min_gain!r}")
         self.stall_min_gain = float(stall_min_gain)
@@ -188,6 +212,8 @@ class AsyncHyperband:
         self.curves: dict[str, dict[int, float]] = {}
         #: a look-ahead-pruned trial's estimated loss at the rung it was judged for
         self.estimates: dict[str, float] = {}
+        #: (``rung_checks``) what the checks read and decided (:class:`_Checks`)
+        self.checks = _Checks()
         #: bumped whenever the state changes in a way a resumed sweep must not lose
         self.version = 0
 
@@ -220,6 +246,10 @@ class AsyncHyperband:
         state.epochs = max(state.epochs, epoch)
         if self.escalate:
             self._track(trial_id, float(loss), float(cost_usd))
+        if self.rung_checks:
+            probed = self._probe_result(trial_id, epoch, float(loss))
+            if probed is not None:
+                return probed
         for rung_at in self.rungs_by_bracket[state.bracket]:
             rung = self.rungs[state.bracket][rung_at]
             if epoch < rung_at or trial_id in rung:
@@ -233,6 +263,8 @@ class AsyncHyperband:
                 and not (self.escalate and state.bracket > 0)
             )
             if warming_up or not is_promotable(trial_id, rung, self.eta, self.promotion, self.keep):
+                if self.rung_checks and not warming_up and self._check(trial_id, state, rung_at, float(loss)):
+                    return Decision.CONTINUE
                 state.stop_reason = StopReason.RUNG_PRUNED
                 return Decision.STOP
         if epoch >= self.max_epochs:
@@ -255,6 +287,77 @@ class AsyncHyperband:
                     rung.record(trial_id, RungEntry(loss=math.inf, cost_usd=float(cost_usd)))
                     return Decision.STOP
         return Decision.CONTINUE
+
+    def _probe_result(self, trial_id: str, epoch: int, loss: float) -> Decision | None:
+        """(``rung_checks``) Book a result for the checks: the probe's decision, or ``None`` for
+        any other trial (the rungs decide)."""
+        c = self.checks
+        first = self.rungs_by_bracket[0][0]
+        state = self.trials[trial_id]
+        if trial_id != c.probe:
+            c.others_best = min(c.others_best, loss)  # NaN never lowers it
+            if state.bracket == 0 and epoch > first and loss < c.promoted_best.get(epoch, math.inf):
+                c.promoted_best[epoch] = loss
+                self.version += 1
+            if state.bracket == 0 and epoch < first and (c.failed or c.passed < self.rung_checks):
+                c.early.setdefault(trial_id, {})[epoch] = loss
+            elif epoch > first and c.early.pop(trial_id, None) is not None:  # promoted: not read again
+                self.version += 1
+            return None
+        curve = c.early.setdefault(trial_id, {})
+        curve[epoch] = loss
+        self.version += 1
+        if not c.showed:
+            half = curve.get(epoch // 2)
+            if half is not None and not _falling(loss, half, c.others_best):
+                state.stop_reason = StopReason.RUNG_PRUNED  # its fall no longer promises the best
+                self._end_probe(trial_id)
+                return Decision.STOP
+            if loss < c.promoted_best.get(epoch, -math.inf):
+                c.showed = True
+                if not c.failed:
+                    c.failed = True
+                    if self.escalate and self.open_brackets < len(self.rungs_by_bracket):
+                        self.open_brackets = len(self.rungs_by_bracket)
+                        self._weights = bracket_weights(self.open_brackets, self.eta)
+                        self._wrr = [0] * self.open_brackets
+        if epoch >= self.max_epochs:
+            state.stop_reason = StopReason.COMPLETED
+            self._end_probe(trial_id)
+            return Decision.STOP
+        return Decision.CONTINUE
+
+    def _check(self, trial_id: str, state: TrialState, rung_at: int, loss: float) -> bool:
+        """(``rung_checks``) Whether the trial the first rung just pruned by rank runs on as the
+        probe: no probe is running, checks are left (or the rung failed one), and its curve is
+        still falling fast (:func:`_falling` against the best loss at the rung). Cheap where
+        early ranks hold: a pruned trial that still falls that fast is rare, and a probe that
+        flattens stops at once; where slow starters end best (``benchmarks/slow_starters.py``)
+        the rung fails a check within a few probes."""
+        c = self.checks
+        curve = c.early.pop(trial_id, {})
+        if state.bracket != 0 or rung_at != self.rungs_by_bracket[0][0] or c.probe is not None:
+            return False
+        if not (c.failed or c.passed < self.rung_checks):
+            return False
+        half = curve.get(rung_at // 2)
+        if half is None or not _falling(loss, half, self.rungs[0][rung_at].nth_loss(0)):
+            return False
+        curve[rung_at] = loss
+        c.early[trial_id] = curve
+        c.probe, c.showed = trial_id, False
+        c.probes += 1
+        self.version += 1
+        return True
+
+    def _end_probe(self, trial_id: str) -> None:
+        c = self.checks
+        if trial_id != c.probe:
+            return
+        c.passed += not c.showed
+        c.probe = None
+        c.early.pop(trial_id, None)
+        self.version += 1
 
     def _track(self, trial_id: str, loss: float, cost_usd: float) -> None:
         """Keep the sweep's spend and best; open every bracket when the sweep has stalled."""
@@ -337,6 +440,10 @@ class AsyncHyperband:
         if state is not None and state.stop_reason is None:
             state.stop_reason = reason
             self.version += 1
+        if self.rung_checks:
+            self._end_probe(trial_id)
+            if self.checks.early.pop(trial_id, None) is not None:
+                self.version += 1
 
     def stop_reason(self, trial_id: str) -> StopReason | None:
         state = self.trials.get(trial_id)
@@ -372,6 +479,7 @@ class AsyncHyperband:
             ],
             "curves": {t: {str(e): _encode(v) for e, v in c.items()} for t, c in self.curves.items()},
             "estimates": {t: _encode(v) for t, v in self.estimates.items()},
+            **({"checks": self.checks.to_dict()} if self.rung_checks else {}),
             **(
                 {
                     "escalation": {
@@ -442,6 +550,63 @@ class AsyncHyperband:
             t: {int(e): _decode(v) for e, v in c.items()} for t, c in state.get("curves", {}).items()
         }
         self.estimates = {t: _decode(v) for t, v in state.get("estimates", {}).items()}
+        # a state saved without the checks (off then, or before they existed): none made yet
+        checks = state.get("checks") if self.rung_checks else None
+        self.checks = _Checks.from_dict(checks) if checks else _Checks()
+
+
+#: (``rung_checks``) how many more of its last falls (over its last doubling of epochs) a curve is
+#: credited with when a check asks whether it still falls fast enough to beat a loss: one
+CHECK_PACES = 1.0
+
+
+def _falling(loss: float, half: float, bar: float) -> bool:
+    """Whether a curve at ``loss`` that was at ``half`` at half its epochs would beat ``bar``
+    should it fall :data:`CHECK_PACES` times as far again."""
+    return loss - CHECK_PACES * max(half - loss, 0.0) < bar
+
+
+@dataclass(slots=True)
+class _Checks:
+    """(``rung_checks``) The first rung's checks: the losses they read (bracket-0 trials up to
+    the first rung, and the probe's curve), the probe running (one at a time) and whether it
+    has shown the rung wrong, how many probes ran and how many checks the rung passed, whether
+    it failed one, the best loss of the trials that are not probes, and by epoch the best loss of
+    the trials the first rung promoted."""
+
+    early: dict[str, dict[int, float]] = field(default_factory=dict)
+    probe: str | None = None
+    showed: bool = False
+    probes: int = 0
+    passed: int = 0
+    failed: bool = False
+    others_best: float = math.inf
+    promoted_best: dict[int, float] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "early": {t: {str(e): _encode(v) for e, v in c.items()} for t, c in self.early.items()},
+            "probe": self.probe,
+            "showed": self.showed,
+            "probes": self.probes,
+            "passed": self.passed,
+            "failed": self.failed,
+            "others_best": _encode(self.others_best),
+            "promoted_best": {str(e): _encode(v) for e, v in self.promoted_best.items()},
+        }
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> _Checks:
+        return cls(
+            early={t: {int(e): _decode(v) for e, v in c.items()} for t, c in d["early"].items()},
+            probe=d["probe"],
+            showed=bool(d["showed"]),
+            probes=int(d["probes"]),
+            passed=int(d["passed"]),
+            failed=bool(d["failed"]),
+            others_best=_decode(d["others_best"]),
+            promoted_best={int(e): _decode(v) for e, v in d["promoted_best"].items()},
+        )
 
 
 def _positive_or_none(value: int | None, name: str) -> int | None:

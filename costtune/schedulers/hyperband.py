@@ -60,6 +60,9 @@ class CostAwareHyperBand(GovernedMixin, FIFOScheduler):
         escalate: when the sweep stalls, every bracket that fits opens
             (:class:`~costtune.policy.AsyncHyperband`); default ``False``: ``brackets`` stay
             as set.
+        rung_checks: the first rung checks itself with up to this many probes (a trial it
+            prunes while still falling fast runs on); one that shows the rung wrong opens every
+            bracket (:class:`~costtune.policy.AsyncHyperband`); default 0: off.
         cost_model: prices; default A100 at $2.50 per GPU-hour, CPU per core-hour.
         time_attr: result field that counts epochs (default ``training_iteration``).
         seconds_field: result field of metered seconds (default ``time_total_s``;
@@ -87,6 +90,7 @@ class CostAwareHyperBand(GovernedMixin, FIFOScheduler):
         lookahead: int | None = None,
         warmup_trials: int | None = None,
         escalate: bool = False,
+        rung_checks: int = 0,
         cost_model: CostModel | None = None,
         time_attr: str = "training_iteration",
         seconds_field: str = "time_total_s",
@@ -103,7 +107,16 @@ class CostAwareHyperBand(GovernedMixin, FIFOScheduler):
         self._metric = metric
         self._mode = mode
         self.policy = AsyncHyperband(
-            max_epochs, grace_epochs, eta, brackets, promotion, keep, lookahead, warmup_trials, escalate
+            max_epochs,
+            grace_epochs,
+            eta,
+            brackets,
+            promotion,
+            keep,
+            lookahead,
+            warmup_trials,
+            escalate,
+            rung_checks=rung_checks,
         )
         self.cost_model = cost_model or CostModel()
         self.time_attr = time_attr

@@ -438,3 +438,99 @@ def test_the_first_loss_survives_a_round_trip_and_an_older_state_counts_gains_fr
     assert older.first_loss == pytest.approx(0.5)
     _run_one_worker(older, {"next": [0.499] * 9})
     assert older.mark_trials == 2
+
+
+# rung checks: a fast starter the first rung promotes, a slow starter it prunes while it still
+# falls fast (2.0 → 1.0 over epochs 1 → 2, grace 2), which beats the promoted trial at epoch 4
+FAST = [1.0, 0.5, 0.45, 0.44, 0.43, 0.42]
+SLOW = [2.0, 1.0, 0.6, 0.40, 0.30, 0.20]
+
+
+def _checked(rung_checks: int) -> AsyncHyperband:
+    return AsyncHyperband(6, grace_epochs=2, eta=3, brackets=1, escalate=True, rung_checks=rung_checks)
+
+
+def test_rung_checks_probe_a_pruned_trial_still_falling_fast_and_open_the_brackets_when_it_wins() -> None:
+    log = _run_one_worker(_checked(1), {"fast": FAST, "slow": SLOW})
+    assert log == [("fast", 6, StopReason.COMPLETED), ("slow", 6, StopReason.COMPLETED)]
+    policy = _checked(1)
+    _run_one_worker(policy, {"fast": FAST})
+    policy.on_add("slow")
+    decisions = [policy.on_result("slow", e, loss, float(e)) for e, loss in enumerate(SLOW[:4], start=1)]
+    assert decisions == [Decision.CONTINUE] * 4 and policy.checks.probe == "slow"
+    assert policy.checks.failed and policy.open_brackets == len(policy.rungs_by_bracket) == 2
+    # a new trial may now start in the bracket that first judges at epoch 6
+    assert {policy.on_add(f"n{i}") for i in range(4)} == {0, 1}
+    # without the checks, the first rung stops the slow starter and the brackets stay as set
+    assert _run_one_worker(_checked(0), {"fast": FAST, "slow": SLOW})[1] == (
+        "slow",
+        2,
+        StopReason.RUNG_PRUNED,
+    )
+
+
+def test_rung_checks_end_once_the_rung_passed_them_all() -> None:
+    # the probe flattens at epoch 3: at epoch 4 its fall since epoch 2 no longer promises the
+    # sweep's best, it stops and the rung passed the check; with none left, the next falling
+    # trial is pruned as before
+    flattening = [2.0, 1.0, 0.99, 0.98, 0.97, 0.96]
+    policy = _checked(1)
+    log = _run_one_worker(policy, {"fast": FAST, "p1": flattening, "p2": SLOW})
+    assert log[1:] == [("p1", 4, StopReason.RUNG_PRUNED), ("p2", 2, StopReason.RUNG_PRUNED)]
+    assert (policy.checks.probes, policy.checks.passed, policy.checks.failed) == (1, 1, False)
+    assert policy.open_brackets == 1
+    # two checks: the second probe is the slow starter, which fails the rung
+    policy = _checked(2)
+    log = _run_one_worker(policy, {"fast": FAST, "p1": flattening, "p2": SLOW})
+    assert log[2] == ("p2", 6, StopReason.COMPLETED) and policy.checks.failed
+    # a flat trial behind the cut is no probe; nor is one during the warm-up
+    policy = AsyncHyperband(6, 2, 3, 1, warmup_trials=3, escalate=True, rung_checks=1)
+    assert _run_one_worker(policy, {"fast": FAST, "slow": SLOW})[1] == ("slow", 2, StopReason.RUNG_PRUNED)
+    policy = _checked(1)
+    assert _run_one_worker(policy, {"fast": FAST, "flat": [1.2] * 6})[1] == (
+        "flat",
+        2,
+        StopReason.RUNG_PRUNED,
+    )
+    assert policy.checks.probes == 0
+
+
+def test_a_probe_ended_outside_the_policy_counts_as_a_passed_check() -> None:
+    # the stopper (or a crash) ends the probe: Ray's scheduler and the simulator tell on_end
+    policy = _checked(1)
+    _run_one_worker(policy, {"fast": FAST})
+    policy.on_add("slow")
+    for e, loss in enumerate(SLOW[:3], start=1):
+        policy.on_result("slow", e, loss, float(e))
+    policy.on_end("slow", StopReason.STOPPED)
+    assert policy.checks.probe is None and policy.checks.passed == 1
+    policy.on_add("next")
+    assert [policy.on_result("next", e, loss, float(e)) for e, loss in enumerate(SLOW[:2], 1)][
+        -1
+    ] is Decision.STOP
+
+
+def test_rung_checks_survive_a_saved_state_mid_probe() -> None:
+    policy = _checked(1)
+    _run_one_worker(policy, {"fast": FAST})
+    policy.on_add("slow")
+    for e, loss in enumerate(SLOW[:3], start=1):
+        policy.on_result("slow", e, loss, float(e))
+    saved = json.loads(json.dumps(policy.state_dict()))  # strict JSON: the infinities encoded
+    assert saved["checks"]["probe"] == "slow"
+    resumed = _checked(1)
+    resumed.load_state_dict(saved)
+    assert resumed.on_result("slow", 4, SLOW[3], 4.0) is Decision.CONTINUE
+    assert resumed.checks.failed and resumed.open_brackets == 2
+    # a state saved with the checks off (or before they existed) starts them afresh
+    off = _checked(0)
+    _run_one_worker(off, {"fast": FAST})
+    fresh = _checked(1)
+    fresh.load_state_dict(json.loads(json.dumps(off.state_dict())))
+    assert fresh.checks.probes == 0 and fresh.checks.promoted_best == {}
+
+
+@pytest.mark.parametrize("bad", [-1, 1.5, True, "2"])
+def test_rung_checks_refuse_what_is_not_a_count(bad: object) -> None:
+    with pytest.raises(ConfigError, match=r"^scheduler\.rung_checks: must be a whole number >= 0; got "):
+        AsyncHyperband(6, 2, 3, rung_checks=bad)  # type: ignore[arg-type]
