@@ -781,15 +781,23 @@ def check_scheduler_state(config: SweepConfig, path: Path) -> None:
 
     s = config.scheduler
     now = AsyncHyperband(
-        config.max_epochs, s.grace_epochs, s.eta, s.brackets, s.promotion, s.keep, escalate=s.escalate
+        config.max_epochs,
+        s.grace_epochs,
+        s.eta,
+        s.brackets,
+        s.promotion,
+        s.keep,
+        escalate=s.escalate,
+        rung_checks=s.rung_checks,
     ).geometry()
     saved = read_state(path)["policy"].get("geometry")
     if saved is None:
         return
-    # a geometry names escalate only when on (a state saved before it existed has none)
+    # a geometry names escalate and rung_checks only when on (a state saved before they existed
+    # has neither)
     now, saved = (
-        {**now, "escalate": bool(now.get("escalate"))},
-        {**saved, "escalate": bool(saved.get("escalate"))},
+        {**now, "escalate": bool(now.get("escalate")), "rung_checks": int(now.get("rung_checks", 0))},
+        {**saved, "escalate": bool(saved.get("escalate")), "rung_checks": int(saved.get("rung_checks", 0))},
     )
     if saved == now:
         return

@@ -355,6 +355,14 @@ def test_a_resume_refuses_a_config_edited_away_from_the_scheduler_that_ran(small
     assert "config.yaml: scheduler.escalate is False, but the sweep ran with True" in result.output
     assert (run / "ledger.jsonl").read_bytes() == before
     config["scheduler"]["escalate"] = True
+    # rung checks turned on after the run: Tune would resume without them, silently
+    config["scheduler"]["rung_checks"] = 2
+    (run / "config.yaml").write_text(yaml.safe_dump(config))
+    result = CliRunner().invoke(main, ["sweep", "--resume", str(run)])
+    assert result.exit_code == 2, result.output
+    assert "config.yaml: scheduler.rung_checks is 2, but the sweep ran with 0" in result.output
+    assert (run / "ledger.jsonl").read_bytes() == before
+    config["scheduler"]["rung_checks"] = 0
     # a state file damaged by hand is named, not a traceback
     config["scheduler"]["eta"] = 3
     (run / "config.yaml").write_text(yaml.safe_dump(config))

@@ -460,6 +460,7 @@ class AsyncHyperband:
             "promotion": self.promotion.value,
             "keep": self.keep.value,
             **({"escalate": True} if self.escalate else {}),
+            **({"rung_checks": self.rung_checks} if self.rung_checks else {}),
         }
 
     def state_dict(self) -> dict[str, Any]:

@@ -522,12 +522,15 @@ def test_rung_checks_survive_a_saved_state_mid_probe() -> None:
     resumed.load_state_dict(saved)
     assert resumed.on_result("slow", 4, SLOW[3], 4.0) is Decision.CONTINUE
     assert resumed.checks.failed and resumed.open_brackets == 2
-    # a state saved with the checks off (or before they existed) starts them afresh
+    # the geometry names the checks: a state saved with them off (or before they existed) is
+    # refused by a policy with them on, and the other way round
     off = _checked(0)
     _run_one_worker(off, {"fast": FAST})
-    fresh = _checked(1)
-    fresh.load_state_dict(json.loads(json.dumps(off.state_dict())))
-    assert fresh.checks.probes == 0 and fresh.checks.promoted_best == {}
+    assert "rung_checks" not in off.state_dict()["geometry"]
+    with pytest.raises(ConfigError, match=r"rung_checks None then, 1 now"):
+        _checked(1).load_state_dict(json.loads(json.dumps(off.state_dict())))
+    with pytest.raises(ConfigError, match=r"rung_checks 1 then, None now"):
+        _checked(0).load_state_dict(saved)
 
 
 @pytest.mark.parametrize("bad", [-1, 1.5, True, "2"])
