@@ -43,6 +43,7 @@ class GpuSample:
     memory_total_mb: float = 0.0
     power_w: float | None = None
     processes: tuple[GpuProcess, ...] = ()
+    uuid: str = ""  # NVML's "GPU-…" (or "MIG-…"): names a GPU the same way on every process
 
 
 @dataclass(frozen=True, slots=True)
@@ -87,6 +88,7 @@ class NvmlSampler:
                 GpuProcess(p.pid, (p.usedGpuMemory or 0) / 2**20)
                 for p in nv.nvmlDeviceGetComputeRunningProcesses(handle)
             )
+            uuid = nv.nvmlDeviceGetUUID(handle)
             gpus.append(
                 GpuSample(
                     index=index,
@@ -95,6 +97,7 @@ class NvmlSampler:
                     memory_total_mb=memory.total / 2**20,
                     power_w=power,
                     processes=processes,
+                    uuid=uuid.decode() if isinstance(uuid, bytes) else str(uuid),
                 )
             )
         return GpuSnapshot(time.time(), tuple(gpus))
@@ -144,6 +147,7 @@ def snapshot_from_dict(data: dict[str, Any]) -> GpuSnapshot:
             processes=tuple(
                 GpuProcess(int(p["pid"]), float(p.get("used_memory_mb", 0.0))) for p in g.get("processes", [])
             ),
+            uuid=str(g.get("uuid", "")),
         )
         for g in data["gpus"]
     )
@@ -163,6 +167,60 @@ def process_utilization(snapshot: GpuSnapshot) -> dict[int, tuple[float, tuple[i
             util, indices = out.get(proc.pid, (0.0, ()))
             out[proc.pid] = (max(util, gpu.utilization_pct), (*indices, gpu.index))
     return out
+
+
+def visible_gpu_uuids() -> tuple[str, ...]:
+    """The NVML names ("GPU-…") of the GPUs this process sees through CUDA; () without CUDA.
+
+    Ray gives a trial its GPUs through ``CUDA_VISIBLE_DEVICES``; a trial that reports these
+    (the built-in trainable does, as the ``gpu_uuids`` result field) can be matched to its GPUs
+    where its process id cannot be: inside a container, NVML lists the host's process ids.
+    Reads torch's device properties; call it once CUDA is in use.
+    """
+    try:
+        import torch
+    except ImportError:
+        return ()
+    if not torch.cuda.is_available():
+        return ()
+    uuids = []
+    for i in range(torch.cuda.device_count()):
+        name = str(getattr(torch.cuda.get_device_properties(i), "uuid", "") or "")
+        if name:
+            uuids.append(name if name.startswith(("GPU-", "MIG-")) else f"GPU-{name}")
+    return tuple(uuids)
+
+
+def _pid_here(pid: int) -> bool:
+    return Path(f"/proc/{pid}").exists()
+
+
+def trial_utilization(
+    snapshot: GpuSnapshot,
+    pid: int | None,
+    uuids: Iterable[str] = (),
+    pid_here: Callable[[int], bool] = _pid_here,
+) -> float | None:
+    """How busy one trial's GPUs are in ``snapshot``, or None where the snapshot cannot tell.
+
+    1. Its process runs on GPUs: the busiest of those (exact, per process).
+    2. Else the GPUs it says it holds (``uuids``, its ``gpu_uuids`` result field) are on this
+       machine: the busiest of those (Ray gives each GPU to one trial).
+    3. Else, where every process NVML lists is one of this machine's (``pid_here``: one PID
+       namespace): 0 %, as it holds GPUs and runs nothing on any of them.
+    4. Else None: NVML lists another PID namespace's ids (a container), so not finding the
+       trial's process there says nothing about it.
+    """
+    per_pid = process_utilization(snapshot)
+    if pid is not None and pid in per_pid:
+        return per_pid[pid][0]
+    wanted = {u for u in uuids if u}
+    held = [g.utilization_pct for g in snapshot.gpus if g.uuid and g.uuid in wanted]
+    if held:
+        return max(held)
+    if all(pid_here(p) for p in per_pid):
+        return 0.0
+    return None
 
 
 # ---------------------------------------------------------------------- watch-idle

@@ -1,6 +1,8 @@
 from __future__ import annotations
 
 import json
+import os
+import socket
 import subprocess
 import sys
 import time
@@ -20,6 +22,7 @@ from costtune.idle import (
     TraceSampler,
     process_utilization,
     snapshot_to_dict,
+    trial_utilization,
 )
 from costtune.policy.decisions import StopReason
 from costtune.policy.idle import IdleTracker
@@ -145,11 +148,72 @@ def test_bad_trace_file_exits_2(tmp_path) -> None:
 
 
 def test_idle_stopper_counts_a_trial_with_no_process_on_any_gpu_as_idle() -> None:
-    stopper = IdleGpuStopper(lambda: _trace(999, [90, 90, 90, 90]), util_below_pct=1.0, idle_minutes=60)
-    # the trial's pid 123 runs on no GPU: 0 % busy although the GPU itself is busy for pid 999
+    busy = os.getpid()  # a process of this machine on the GPU
+    stopper = IdleGpuStopper(lambda: _trace(busy, [90, 90, 90, 90]), util_below_pct=1.0, idle_minutes=60)
+    # the trial's pid 123 runs on no GPU: 0 % busy although the GPU itself is busy for another
     assert [stopper("t1", {"pid": 123}) for _ in range(2)] == [False, True]  # readings an hour apart
     assert stopper.stop_reason("t1") == "idle"
-    assert not stopper("t2", {"pid": 999})
+    assert not stopper("t2", {"pid": busy})
+
+
+def _gpus(t: float, *gpus: tuple[str, float, tuple[int, ...]]) -> GpuSnapshot:
+    return GpuSnapshot(
+        t,
+        tuple(
+            GpuSample(i, util, processes=tuple(GpuProcess(p) for p in pids), uuid=uuid)
+            for i, (uuid, util, pids) in enumerate(gpus)
+        ),
+    )
+
+
+def test_trial_utilization_matches_by_process_then_by_the_gpus_the_trial_names() -> None:
+    here = {10, 11}.__contains__  # the pids of this machine's PID namespace
+    snap = _gpus(0.0, ("GPU-a", 70.0, (10,)), ("GPU-b", 0.0, ()), ("GPU-c", 35.0, (11,)))
+    assert trial_utilization(snap, 10, (), here) == 70.0  # its process, exactly
+    assert trial_utilization(snap, 99, ["GPU-c"], here) == 35.0  # not listed: the GPU it names
+    assert trial_utilization(snap, 99, ["GPU-b", "GPU-c"], here) == 35.0  # the busiest it holds
+    assert trial_utilization(snap, 99, ["GPU-b"], here) == 0.0
+    assert trial_utilization(snap, 99, [""], here) == 0.0  # one namespace: it runs on no GPU
+    # NVML lists another namespace's pids (a container): an unlisted pid says nothing ...
+    container = _gpus(0.0, ("GPU-a", 70.0, (50001,)), ("GPU-b", 0.0, ()))
+    assert trial_utilization(container, 10, (), here) is None
+    assert trial_utilization(container, 10, ["GPU-z"], here) is None  # a GPU of another machine
+    # ... but the GPUs it names do, busy or idle
+    assert trial_utilization(container, 10, ["GPU-a"], here) == 70.0
+    assert trial_utilization(container, 10, ["GPU-b"], here) == 0.0
+    # no process on any GPU: nothing runs, whatever the namespace
+    assert trial_utilization(_gpus(0.0, ("GPU-a", 0.0, ())), 10, (), lambda pid: False) == 0.0
+
+
+def test_idle_stopper_judges_a_container_trial_by_its_gpus_and_never_a_trial_it_cannot_see(
+    capsys,
+) -> None:
+    """Inside a container NVML lists the host's pids: a busy trial must not look idle."""
+    foreign = 4_000_000  # above Linux's pid_max: no process of this machine has it
+    readings = TraceSampler(
+        _gpus(i * HOUR, ("GPU-busy", 95.0, (foreign,)), ("GPU-idle", 0.0, ())) for i in range(20)
+    )
+    stopper = IdleGpuStopper(lambda: readings, util_below_pct=1.0, idle_minutes=60)
+    host = socket.gethostname()
+    busy = {"pid": 123, "hostname": host, "gpu_uuids": "GPU-busy"}
+    idle = {"pid": 124, "hostname": host, "gpu_uuids": "GPU-idle"}
+    unnamed = {"pid": 125, "hostname": host}  # a user's trainable that reports no gpu_uuids
+    remote = {"pid": 126, "hostname": host + "-other-node", "gpu_uuids": "GPU-elsewhere"}
+    for _ in range(3):
+        assert not stopper("busy", busy)
+        assert not stopper("unnamed", unnamed)
+        assert not stopper("remote", remote)
+    assert [stopper("idle", idle) for _ in range(2)] == [False, True]
+    assert stopper.stop_reason("idle") == "idle" and stopper.stop_reason("busy") is None
+    warned = capsys.readouterr().err.strip().splitlines()
+    assert len(warned) == 1 and "cannot see trial unnamed's GPUs" in warned[0]
+
+
+def test_a_trace_keeps_each_gpu_uuid(tmp_path) -> None:
+    snap = _gpus(5.0, ("GPU-a", 12.0, (7,)), ("MIG-b", 0.0, ()))
+    path = tmp_path / "t.jsonl"
+    path.write_text(json.dumps(snapshot_to_dict(snap)) + "\n")
+    assert TraceSampler.from_file(path).sample() == snap
 
 
 def test_an_idle_stop_by_the_copy_tune_calls_is_seen_by_the_copy_the_books_ask() -> None:
@@ -164,16 +228,19 @@ def test_an_idle_stop_by_the_copy_tune_calls_is_seen_by_the_copy_the_books_ask()
     forget_governors()
     governor = shared_governor(Governor(usd_per_second=1.0))
     books = IdleGpuStopper(
-        functools.partial(_trace, 999, [0, 0, 0, 0]), util_below_pct=1.0, idle_minutes=60, governor=governor
+        functools.partial(_trace, os.getpid(), [0, 0, 0, 0]),
+        util_below_pct=1.0,
+        idle_minutes=60,
+        governor=governor,
     )
     called = pickle.loads(pickle.dumps(books))  # as Tune restores its stoppers
     assert called is not books and called.governor is books.governor
-    assert [called("t1", {"pid": 999}) for _ in range(2)] == [False, True]
+    assert [called("t1", {"pid": os.getpid()}) for _ in range(2)] == [False, True]
     assert books.stop_reason("t1") == "idle" and called.stop_reason("t1") == "idle"
     assert books.stop_reason("t2") is None
     # a cap recorded first stays the reason; the watchdog does not overwrite it
     governor.reasons["t3"] = StopReason.TRIAL_COST_CAP
-    assert [called("t3", {"pid": 999}) for _ in range(2)] == [False, True]
+    assert [called("t3", {"pid": os.getpid()}) for _ in range(2)] == [False, True]
     assert governor.reasons["t3"] is StopReason.TRIAL_COST_CAP and books.stop_reason("t3") is None
     forget_governors()
 

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import socket
+import sys
 from collections.abc import Callable
 from typing import Any
 
-from costtune.idle import GpuSampler, NvmlSampler, process_utilization
+from costtune.idle import GpuSampler, NvmlSampler, trial_utilization
 from costtune.policy.decisions import StopReason
 from costtune.policy.idle import IdleTracker
 from costtune.policy.stopping import Governor
@@ -15,9 +17,13 @@ from costtune.schedulers.governed import shared_governor
 class IdleGpuStopper:
     """A ``ray.tune.Stopper`` that ends a GPU trial whose GPUs stay idle for ``idle_minutes``.
 
-    The trial's process (``result["pid"]``) is looked up in the sampler's per-process view;
-    a trial that holds GPUs but runs nothing on any of them counts as 0% busy. Checked on
-    every reported result; stop_reason ``idle``.
+    A trial is matched to its GPUs by its process (``result["pid"]``) or, where NVML does not
+    list that process, by the GPUs it reports holding (``result["gpu_uuids"]``, which the
+    built-in trainable fills): :func:`~costtune.idle.trial_utilization`. A trial that holds
+    GPUs but runs nothing on any of them counts as 0% busy. A trial this machine's NVML
+    cannot see (on another node of a cluster, or in another PID namespace without
+    ``gpu_uuids``) is never judged idle: the sweep says so once. Checked on every reported
+    result; stop_reason ``idle``.
 
     Args:
         sampler_factory: builds the sampler on first use (NVML handles do not pickle, and
@@ -41,6 +47,7 @@ class IdleGpuStopper:
         self.stopped: set[str] = set()
         self.governor = shared_governor(governor)
         self._sampler: GpuSampler | None = None
+        self._warned = False
 
     def __getstate__(self) -> dict[str, Any]:
         return {**self.__dict__, "_sampler": None}
@@ -53,7 +60,24 @@ class IdleGpuStopper:
         if self._sampler is None:
             self._sampler = self.sampler_factory()
         snapshot = self._sampler.sample()
-        util, _gpus = process_utilization(snapshot).get(int(result.get("pid", -1)), (0.0, ()))
+        uuids = str(result.get("gpu_uuids") or "").split(",")
+        host = result.get("hostname")
+        util: float | None = None
+        if host is None or host == socket.gethostname():
+            pid = result.get("pid")
+            util = trial_utilization(snapshot, int(pid) if pid is not None else None, uuids)
+        if util is None:
+            if not self._warned:
+                self._warned = True
+                where = (
+                    f"on {host}" if host not in (None, socket.gethostname()) else "in another PID namespace"
+                )
+                print(
+                    f"costtune: the idle-GPU watchdog cannot see trial {trial_id}'s GPUs (it runs {where}); "
+                    "such trials are not judged idle",
+                    file=sys.stderr,
+                )
+            return False
         if self.tracker.is_idle(self.tracker.observe(trial_id, snapshot.time, util)):
             self.stopped.add(trial_id)
             if self.governor is not None:

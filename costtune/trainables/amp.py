@@ -30,6 +30,7 @@ import torch
 from torch import nn
 
 from costtune.errors import ConfigError
+from costtune.idle import visible_gpu_uuids
 from costtune.trainables.data import load_dataset
 from costtune.trainables.models import BlockStack, build_model
 
@@ -228,9 +229,13 @@ def train_amp(config: dict[str, Any]) -> None:
         with checkpoint.as_directory() as d:
             start_state = torch.load(Path(d) / STATE_FILE, weights_only=True)
 
+    # the GPUs Ray gave this trial, by name: the idle watchdog's match where NVML's process ids
+    # are not the trial's (a container)
+    gpus = {"gpu_uuids": ",".join(visible_gpu_uuids())} if torch.cuda.is_available() else {}
+
     def report(metrics: dict[str, float], state: dict[str, Any]) -> None:
         with tempfile.TemporaryDirectory() as d:
             torch.save(state, Path(d) / STATE_FILE)
-            tune.report(metrics, checkpoint=tune.Checkpoint.from_directory(d))
+            tune.report({**metrics, **gpus}, checkpoint=tune.Checkpoint.from_directory(d))
 
     run_training(config, report, start_state)
