@@ -4,9 +4,9 @@ One command: `.venv/bin/python benchmarks/gpu_amp.py [--out amp.csv] [--price 2.
 Auto-detects CUDA: full sizes there (loads the GPU), tiny sizes on CPU (a smoke test).
 For the Transformer encoder and the CNN of `costtune.trainables.models`, it measures
 fp32 / bf16 / fp16 (GradScaler): training samples per second, peak GPU memory (CUDA) and
-saved-activation bytes (any device), and dollars per epoch at the price; activation
-checkpointing on and off; gradient accumulation 4 × 32 against batch 128 (memory, time,
-and whether the loss trajectories agree). Prints one table and writes it as CSV. With
+the memory held from forward to backward (activations), and dollars per epoch at the price;
+activation checkpointing off, full and selective; gradient accumulation 4 × 16 against batch
+64 (memory, time, and whether the loss trajectories agree). Prints one table and writes it as CSV. With
 NVML available it also samples GPU utilisation while it runs.
 """
 
@@ -80,6 +80,12 @@ def sync(device: torch.device) -> None:
 
 
 def activation_mb(model: nn.Module, x: torch.Tensor, y: torch.Tensor, precision: str) -> float:
+    """Memory a training step holds from forward to backward (the activations), in MB.
+
+    CUDA: the allocator's bytes after forward less before (what checkpointing saves, whatever
+    keeps it: autograd or selective checkpointing's cache). Elsewhere: the bytes autograd saves
+    (a saved-tensor hook), which do not see what selective checkpointing keeps (NaN there).
+    """
     total = 0
 
     def pack(t: torch.Tensor) -> torch.Tensor:
@@ -88,10 +94,19 @@ def activation_mb(model: nn.Module, x: torch.Tensor, y: torch.Tensor, precision:
         return t
 
     model.train()
+    cuda = x.device.type == "cuda"
+    if cuda:
+        sync(x.device)
+        before = torch.cuda.memory_allocated()
     with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t), autocast(x.device, precision):
         loss = nn.functional.cross_entropy(model(x), y)
+    if cuda:
+        sync(x.device)
+        total = torch.cuda.memory_allocated() - before
     loss.float().backward()
     model.zero_grad(set_to_none=True)
+    if not cuda and getattr(model, "checkpointing", False) == "selective":
+        return math.nan
     return total / 2**20
 
 
@@ -163,7 +178,7 @@ def measure(device: torch.device, steps: int, price: float) -> list[Row]:
     for name, (shape, width, depth, heads, batch) in SIZES[device.type].items():
         x, y = batch_of(batch, shape, device)
         for precision in precisions:
-            for checkpointing in (False, True):
+            for checkpointing in (False, True, "selective"):
                 model = make(name, device, shape, width, depth, heads)
                 model.checkpointing = checkpointing
                 act = activation_mb(model, x, y, precision)
@@ -173,7 +188,9 @@ def measure(device: torch.device, steps: int, price: float) -> list[Row]:
                         device.type,
                         name,
                         precision,
-                        "checkpointing" if checkpointing else "plain",
+                        {False: "plain", True: "checkpointing", "selective": "selective checkpointing"}[
+                            checkpointing
+                        ],
                         batch,
                         speed,
                         peak,

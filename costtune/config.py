@@ -55,6 +55,14 @@ AMP_CHOICES: dict[str, tuple[str, ...]] = {
     "optimizer": ("adamw", "sgd"),
     "dataset": ("digits",),
 }
+#: ``activation_checkpointing``'s values (case aside), as the amp trainable reads them
+CHECKPOINTING_MODES: dict[str, bool | str] = {
+    "false": False,
+    "off": False,
+    "true": True,
+    "full": True,
+    "selective": "selective",
+}
 AMP_OTHER = (
     "batch_size",
     "accumulation_steps",
@@ -446,6 +454,12 @@ def _check_amp_args(args: dict[str, Any], space: dict[str, ParamSpec]) -> None:
             if value not in choices:
                 field = "trainable.args" if name in args else "search_space"
                 raise ValueError(f"{field}.{name}: must be one of {', '.join(choices)}, got {value!r}")
+    name = "activation_checkpointing"
+    values = [args[name]] if name in args else list(space[name].values or []) if name in space else []
+    for value in values:
+        if str(value).strip().lower() not in CHECKPOINTING_MODES:
+            field = "trainable.args" if name in args else "search_space"
+            raise ValueError(f"{field}.{name}: must be true, false or 'selective', got {value!r}")
 
 
 def grid_size(config: SweepConfig) -> int:

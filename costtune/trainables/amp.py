@@ -11,7 +11,8 @@ Config keys (hyperparameters and fixed trainable args alike):
     batch_size: the effective batch; ``accumulation_steps``: micro-batches per optimizer
         step (micro-batch = batch_size / accumulation_steps), gradients equal to the
         large-batch ones.
-    activation_checkpointing: recompute each block's activations in backward.
+    activation_checkpointing: ``false``; ``true`` recomputes each block's activations in
+        backward; ``selective`` keeps the matrix products' outputs and recomputes the rest.
     lr, weight_decay, optimizer (``adamw`` | ``sgd``), momentum, width, depth, dropout,
     heads, max_epochs, seed, threads.
 """
@@ -29,6 +30,7 @@ import numpy as np
 import torch
 from torch import nn
 
+from costtune.config import CHECKPOINTING_MODES
 from costtune.errors import ConfigError
 from costtune.idle import visible_gpu_uuids
 from costtune.trainables.data import load_dataset
@@ -49,7 +51,7 @@ class Settings:
     precision: str = "fp32"
     batch_size: int = 64
     accumulation_steps: int = 1
-    activation_checkpointing: bool = False
+    activation_checkpointing: bool | str = False  # False, True or "selective"
     lr: float = 1e-3
     weight_decay: float = 0.0
     optimizer: str = "adamw"
@@ -63,7 +65,7 @@ class Settings:
             precision=str(config.get("precision", "fp32")),
             batch_size=int(config.get("batch_size", 64)),
             accumulation_steps=int(config.get("accumulation_steps", 1)),
-            activation_checkpointing=bool(config.get("activation_checkpointing", False)),
+            activation_checkpointing=checkpointing_mode(config.get("activation_checkpointing", False)),
             lr=float(config.get("lr", 1e-3)),
             weight_decay=float(config.get("weight_decay", 0.0)),
             optimizer=str(config.get("optimizer", "adamw")),
@@ -85,6 +87,18 @@ class Settings:
         if not (math.isfinite(s.lr) and s.lr > 0):
             raise ConfigError(f"lr: must be a finite number > 0, got {s.lr!r}")
         return s
+
+
+def checkpointing_mode(value: Any) -> bool | str:
+    """``activation_checkpointing`` as given: a flag, or ``"selective"``; anything else, one line."""
+    if isinstance(value, bool):
+        return value
+    mode = CHECKPOINTING_MODES.get(str(value).strip().lower())
+    if mode is not None:
+        return mode
+    raise ConfigError(
+        f"trainable.args.activation_checkpointing: must be true, false or 'selective', got {value!r}"
+    )
 
 
 def autocast(device: torch.device, precision: str) -> torch.autocast:
