@@ -5,7 +5,7 @@ Auto-detects CUDA: full sizes there (loads the GPU), tiny sizes on CPU (a smoke 
 For the Transformer encoder and the CNN of `costtune.trainables.models`, it measures
 fp32 / bf16 / fp16 (GradScaler): training samples per second, peak GPU memory (CUDA) and
 the memory held from forward to backward (activations), and dollars per epoch at the price;
-activation checkpointing off, full and selective; gradient accumulation 4 × 16 against batch
+activation checkpointing on and off; gradient accumulation 4 × 16 against batch
 64 (memory, time, and whether the loss trajectories agree). Prints one table and writes it as CSV. With
 NVML available it also samples GPU utilisation while it runs.
 """
@@ -82,9 +82,9 @@ def sync(device: torch.device) -> None:
 def activation_mb(model: nn.Module, x: torch.Tensor, y: torch.Tensor, precision: str) -> float:
     """Memory a training step holds from forward to backward (the activations), in MB.
 
-    CUDA: the allocator's bytes after forward less before (what checkpointing saves, whatever
-    keeps it: autograd or selective checkpointing's cache). Elsewhere: the bytes autograd saves
-    (a saved-tensor hook), which do not see what selective checkpointing keeps (NaN there).
+    CUDA: the allocator's bytes after forward less before (a tensor two autograd nodes save
+    counts once; autocast's low-precision weight copies count). Elsewhere: the bytes autograd
+    saves (a saved-tensor hook).
     """
     total = 0
 
@@ -105,8 +105,6 @@ def activation_mb(model: nn.Module, x: torch.Tensor, y: torch.Tensor, precision:
         total = torch.cuda.memory_allocated() - before
     loss.float().backward()
     model.zero_grad(set_to_none=True)
-    if not cuda and getattr(model, "checkpointing", False) == "selective":
-        return math.nan
     return total / 2**20
 
 
@@ -178,7 +176,7 @@ def measure(device: torch.device, steps: int, price: float) -> list[Row]:
     for name, (shape, width, depth, heads, batch) in SIZES[device.type].items():
         x, y = batch_of(batch, shape, device)
         for precision in precisions:
-            for checkpointing in (False, True, "selective"):
+            for checkpointing in (False, True):
                 model = make(name, device, shape, width, depth, heads)
                 model.checkpointing = checkpointing
                 act = activation_mb(model, x, y, precision)
@@ -188,9 +186,7 @@ def measure(device: torch.device, steps: int, price: float) -> list[Row]:
                         device.type,
                         name,
                         precision,
-                        {False: "plain", True: "checkpointing", "selective": "selective checkpointing"}[
-                            checkpointing
-                        ],
+                        "checkpointing" if checkpointing else "plain",
                         batch,
                         speed,
                         peak,

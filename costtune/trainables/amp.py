@@ -11,8 +11,7 @@ Config keys (hyperparameters and fixed trainable args alike):
     batch_size: the effective batch; ``accumulation_steps``: micro-batches per optimizer
         step (micro-batch = batch_size / accumulation_steps), gradients equal to the
         large-batch ones.
-    activation_checkpointing: ``false``; ``true`` recomputes each block's activations in
-        backward; ``selective`` keeps the matrix products' outputs and recomputes the rest.
+    activation_checkpointing: recompute each block's activations in backward.
     lr, weight_decay, optimizer (``adamw`` | ``sgd``), momentum, width, depth, dropout,
     heads, max_epochs, seed, threads.
 """
@@ -51,7 +50,7 @@ class Settings:
     precision: str = "fp32"
     batch_size: int = 64
     accumulation_steps: int = 1
-    activation_checkpointing: bool | str = False  # False, True or "selective"
+    activation_checkpointing: bool = False
     lr: float = 1e-3
     weight_decay: float = 0.0
     optimizer: str = "adamw"
@@ -89,16 +88,14 @@ class Settings:
         return s
 
 
-def checkpointing_mode(value: Any) -> bool | str:
-    """``activation_checkpointing`` as given: a flag, or ``"selective"``; anything else, one line."""
+def checkpointing_mode(value: Any) -> bool:
+    """``activation_checkpointing`` as a flag (``"false"`` is no, as YAML's ``false``); else one line."""
     if isinstance(value, bool):
         return value
     mode = CHECKPOINTING_MODES.get(str(value).strip().lower())
     if mode is not None:
         return mode
-    raise ConfigError(
-        f"trainable.args.activation_checkpointing: must be true, false or 'selective', got {value!r}"
-    )
+    raise ConfigError(f"trainable.args.activation_checkpointing: must be true or false, got {value!r}")
 
 
 def autocast(device: torch.device, precision: str) -> torch.autocast:

@@ -6,68 +6,31 @@ head, so activation checkpointing can wrap each block the same way.
 
 from __future__ import annotations
 
-import functools
 from typing import Any
 
 import torch
 from torch import nn
-from torch.utils.checkpoint import CheckpointPolicy, checkpoint, create_selective_checkpoint_contexts
+from torch.utils.checkpoint import checkpoint
 
 from costtune.errors import ConfigError
 
 MODELS = ("mlp", "cnn", "transformer")
 
-#: what selective checkpointing keeps: the outputs of the matrix products, convolutions and
-#: attention kernels (the compute); the rest (norms, activations, dropout, adds: cheap to
-#: redo, and most of a block's saved bytes) is recomputed in backward
-_SAVED_OPS = frozenset(
-    op
-    for name in (
-        "mm",
-        "addmm",
-        "bmm",
-        "baddbmm",
-        "convolution",
-        "_scaled_dot_product_flash_attention",
-        "_scaled_dot_product_efficient_attention",
-        "_scaled_dot_product_cudnn_attention",
-        "_scaled_dot_product_flash_attention_for_cpu",
-    )
-    if (op := getattr(torch.ops.aten, name, None)) is not None
-)
-
-
-def _save_compute(ctx: Any, op: Any, *args: Any, **kwargs: Any) -> CheckpointPolicy:
-    if getattr(op, "overloadpacket", op) in _SAVED_OPS:
-        return CheckpointPolicy.MUST_SAVE
-    return CheckpointPolicy.PREFER_RECOMPUTE
-
-
-_selective = functools.partial(create_selective_checkpoint_contexts, _save_compute)
-
 
 class BlockStack(nn.Module):
-    """stem → blocks → head; ``checkpointing`` recomputes block activations in backward.
-
-    ``True`` (full): each block keeps only its input and reruns its forward in backward.
-    ``"selective"``: each block keeps the outputs of its matrix products, convolutions and
-    attention, and recomputes the rest (norms, activations, dropout), so backward reruns no
-    matrix product.
-    """
+    """stem → blocks → head; ``checkpointing=True`` recomputes block activations in backward."""
 
     def __init__(self, stem: nn.Module, blocks: list[nn.Module], head: nn.Module) -> None:
         super().__init__()
         self.stem = stem
         self.blocks = nn.ModuleList(blocks)
         self.head = head
-        self.checkpointing: bool | str = False
+        self.checkpointing = False
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         h = self.stem(x)
         for block in self.blocks:
-            if self.checkpointing == "selective" and self.training and h.requires_grad:
-                h = checkpoint(block, h, use_reentrant=False, context_fn=_selective)
-            elif self.checkpointing and self.training and h.requires_grad:
+            if self.checkpointing and self.training and h.requires_grad:
                 h = checkpoint(block, h, use_reentrant=False)
             else:
                 h = block(h)

@@ -4,7 +4,6 @@ import copy
 
 import pytest
 import torch
-from torch.utils._python_dispatch import TorchDispatchMode
 
 from costtune.errors import ConfigError
 from costtune.trainables.amp import Settings, accumulate_gradients, evaluate, run_training
@@ -74,98 +73,32 @@ def test_activation_checkpointing_same_outputs_fewer_saved_bytes(name, kw) -> No
     assert bytes_ckpt < 0.6 * bytes_plain, (bytes_ckpt, bytes_plain)
 
 
-class _OpCount(TorchDispatchMode):
-    """Counts the aten ops run under it, by name."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.count: dict[str, int] = {}
-
-    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-        name = func.overloadpacket.__name__
-        self.count[name] = self.count.get(name, 0) + 1
-        return func(*args, **(kwargs or {}))
-
-
-@pytest.mark.parametrize(
-    ("name", "kw", "compute", "cheap"),
-    [
-        (
-            "transformer",
-            {"width": 32, "depth": 3},
-            ("addmm", "_scaled_dot_product_flash_attention_for_cpu"),
-            "native_layer_norm",
-        ),
-        ("cnn", {"width": 8, "depth": 3}, ("convolution",), "native_batch_norm"),
-    ],
-)
-def test_selective_checkpointing_reruns_the_cheap_ops_and_no_matrix_product(name, kw, compute, cheap) -> None:
-    """Full checkpointing reruns each block's forward in backward, matrix products included;
-    selective keeps those products' outputs and reruns only the rest (norms, activations)."""
-    x, y = _batch(64)
-    plain = _model(name, **kw)
-    plain.train()
-    runs: dict[object, dict[str, int]] = {}
-    grads = {}
-    for mode in (False, True, "selective"):
-        model = copy.deepcopy(plain)
-        model.checkpointing = mode
-        torch.testing.assert_close(model(x), plain(x))
-        loss = torch.nn.functional.cross_entropy(model(x), y)
-        with _OpCount() as ops:
-            loss.backward()
-        runs[mode], grads[mode] = ops.count, _grads(model)
-    for g_plain, g_sel in zip(grads[False], grads["selective"], strict=True):
-        torch.testing.assert_close(g_sel, g_plain)
-    for op in compute:
-        assert runs[True].get(op, 0) >= kw["depth"]  # full: reruns every block's products
-        assert runs["selective"].get(op, 0) == runs[False].get(op, 0) == 0  # selective: none
-    # every block's norms rerun (a transformer block has two), as under full checkpointing
-    assert runs["selective"].get(cheap, 0) == runs[True].get(cheap, 0) >= kw["depth"]
-    assert runs[False].get(cheap, 0) == 0
-
-
-def test_activation_checkpointing_takes_a_flag_or_selective_and_names_anything_else() -> None:
+def test_activation_checkpointing_takes_a_flag_and_names_anything_else() -> None:
+    """``bool("false")`` is True: a quoted "false" once turned checkpointing on."""
     from costtune.config import parse_config
     from costtune.errors import ConfigError
     from costtune.trainables.amp import Settings
 
-    assert (
-        Settings.from_config({"activation_checkpointing": "selective"}).activation_checkpointing
-        == "selective"
-    )
     assert Settings.from_config({"activation_checkpointing": "false"}).activation_checkpointing is False
-    assert Settings.from_config({"activation_checkpointing": True}).activation_checkpointing is True
-    with pytest.raises(ConfigError, match="activation_checkpointing: must be true, false or 'selective'"):
-        Settings.from_config({"activation_checkpointing": "yes"})
+    assert Settings.from_config({"activation_checkpointing": "True"}).activation_checkpointing is True
+    assert Settings.from_config({"activation_checkpointing": False}).activation_checkpointing is False
+    with pytest.raises(ConfigError, match="activation_checkpointing: must be true or false, got 'selective'"):
+        Settings.from_config({"activation_checkpointing": "selective"})
     base = {
         "name": "x",
         "max_epochs": 2,
         "num_samples": 1,
         "search_space": {"lr": {"type": "loguniform", "low": 1e-4, "high": 1e-1}},
     }
-    with pytest.raises(
-        ConfigError,
-        match=r"trainable.args.activation_checkpointing: must be true, false or 'selective', got 'sometimes'",
-    ):
+    with pytest.raises(ConfigError, match=r"trainable.args.activation_checkpointing: .* got 'sometimes'"):
         parse_config(
             {**base, "trainable": {"name": "amp", "args": {"activation_checkpointing": "sometimes"}}}
         )
-    space = {
-        **base["search_space"],
-        "activation_checkpointing": {"type": "choice", "values": [False, "selective", "maybe"]},
-    }
+    flags = {"type": "choice", "values": [False, True]}
+    space = {**base["search_space"], "activation_checkpointing": {**flags, "values": [False, "maybe"]}}
     with pytest.raises(ConfigError, match=r"search_space.activation_checkpointing: .* got 'maybe'"):
         parse_config({**base, "search_space": space})
-    parse_config(
-        {
-            **base,
-            "search_space": {
-                **space,
-                "activation_checkpointing": {"type": "choice", "values": [False, True, "selective"]},
-            },
-        }
-    )
+    parse_config({**base, "search_space": {**space, "activation_checkpointing": flags}})
 
 
 def test_bf16_autocast_trains_on_cpu() -> None:
