@@ -271,3 +271,40 @@ def test_sweep_ends_gpu_trials_whose_gpus_stay_idle(ray_session, tmp_path) -> No
     assert set(frame["stop_reason"]) == {"idle"}
     assert (frame["epochs"] == 5).all()  # idle at readings 0, 30, 60, 90, 120 minutes
     assert (frame["gpu_hours"] > 0).all() and (frame["device"] == "A100").all()
+
+
+H200_TRACE = Path(__file__).parent / "data" / "h200_idle_trace.jsonl"
+
+
+def test_a_real_h200_trace_stops_the_idle_trial_after_its_minute_and_never_the_busy_one() -> None:
+    """NVML read on an H200 while benchmarks/gpu_sweep.py ran its idle check (every 4th reading
+    kept): one Ray worker (pid 1768) held the GPU idle for a minute, then kept it 96-98% busy.
+    The sweep stopped the idle trial after 62 s; replayed, the stopper decides the same, by the
+    trial's pid and, as inside a container where NVML lists other pids, by its GPU's uuid."""
+    uuid = "GPU-a7ddf20e-59af-80fa-a249-47ae82143360"
+    snapshots = TraceSampler.from_file(H200_TRACE).snapshots
+    for fields in ({"pid": 1768}, {"pid": 4_000_000, "gpu_uuids": uuid}):
+        stopper = IdleGpuStopper(lambda: TraceSampler(snapshots), util_below_pct=1.0, idle_minutes=1)
+        stopped_at, trial = None, "idle"
+        for snap in snapshots:
+            if stopper(trial, {**fields, "hostname": socket.gethostname()}):
+                assert trial == "idle", f"the busy trial was stopped at {snap.time} s"
+                stopped_at, trial = snap.time, "busy"  # the same worker then runs the busy trial
+        assert stopped_at is not None and 60 <= stopped_at <= 75, stopped_at
+        assert stopper.stop_reason("idle") == "idle" and stopper.stop_reason("busy") is None
+    result = CliRunner().invoke(
+        main,
+        [
+            "watch-idle",
+            "--trace",
+            str(H200_TRACE),
+            "--idle-minutes",
+            "1",
+            "--interval",
+            "0",
+            "--iterations",
+            "150",
+        ],
+    )
+    events = [json.loads(line) for line in result.output.splitlines()]
+    assert result.exit_code == 0 and [(e["pid"], e["idle_minutes"]) for e in events] == [(1768, 1.0)]
