@@ -15,6 +15,8 @@ One command (on a machine with an NVIDIA GPU and NVML)::
    {enabled: true, idle_minutes: M}``, one after the other on the GPU: one holds a CUDA
    context and sleeps, one keeps the GPU busy; each reports every 2 s for M minutes + 20 s.
    The idle one must end ``idle`` after about M minutes, the busy one ``completed``.
+3. ``shared``: the same two trials at once on the one GPU (``gpus: 0.5`` each), where the GPU
+   is busy for both while one works: told apart by NVML's per-process SM utilisation.
 
 Writes ``gpu_sweep.json`` (every figure) under ``--out``. ``--gpus 0`` runs the same plumbing
 on CPU without NVML (a smoke test: no figures mean anything there).
@@ -164,31 +166,37 @@ def metering(out: Path, trials: int, gpus: float) -> dict[str, Any]:
     }
 
 
-def idle(out: Path, minutes: float, gpus: float) -> dict[str, Any]:
+def idle(out: Path, minutes: float, gpus: float, share: bool = False) -> dict[str, Any]:
     seconds = minutes * 60 + 20
+    per_trial = gpus / 2 if share else gpus  # shared: both trials on the one GPU at once
     config = parse_config(
         {
-            "name": "gpu-idle",
+            "name": "gpu-idle-shared" if share else "gpu-idle",
             "trainable": {"name": "gpu_trainables:hold_gpu", "args": {"report_s": 2.0, "seconds": seconds}},
             "metric": "loss",
             "max_epochs": 1000,
             "num_samples": 1,
-            "max_concurrent_trials": 1,
+            "max_concurrent_trials": 2 if share else 1,
             "search_space": {"mode": {"type": "choice", "values": ["idle", "busy"]}},
             "searcher": {"type": "grid"},
             "scheduler": {"type": "fifo"},
             "stopping": {"min_relative_roi": None},
             "cost": {"accelerator": "H200"},
-            "resources": {"cpus": 1, "gpus": gpus},
+            "resources": {"cpus": 1, "gpus": per_trial},
             "idle": {"enabled": gpus > 0, "idle_minutes": minutes},
         }
     )
     results = Results()
+    start = time.time()
     with Recorder() as rec:
-        result = run_sweep(config, out / "idle", callbacks=[results], approved=True, config_dir=HERE)
-    rec.save(out / "idle_trace.jsonl")
+        result = run_sweep(config, out / config.name, callbacks=[results], approved=True, config_dir=HERE)
+    rec.save(out / f"{config.name}_trace.jsonl")
     frame = result.trials
     mode_col = next(c for c in frame.columns if c.endswith("mode"))
+    modes = dict(zip(frame["trial_id"], frame[mode_col].astype(str), strict=True))
+    pids: dict[str, set[int]] = {}
+    for x in results.seen:
+        pids.setdefault(modes.get(x["trial_id"], "?"), set()).add(int(x["pid"]))
     rows = {
         str(r[mode_col]): {
             "stop_reason": str(r["stop_reason"]),
@@ -198,11 +206,25 @@ def idle(out: Path, minutes: float, gpus: float) -> dict[str, Any]:
         }
         for _, r in frame.iterrows()
     }
+    for _, r in frame.iterrows():  # when each trial reported first and last, from the sweep's start
+        times = [x["time"] - start for x in results.seen if x["trial_id"] == r["trial_id"]]
+        rows[str(r[mode_col])]["reported_s"] = [min(times, default=None), max(times, default=None)]
     util = [s.gpus[0].utilization_pct for s in rec.snapshots]
+    sm = {
+        mode: [
+            p.sm_pct
+            for s in rec.snapshots
+            for p in s.gpus[0].processes
+            if p.sm_pct is not None and p.pid in pids.get(mode, set())
+        ]
+        for mode in rows
+    }
     return {
         "idle_minutes": minutes,
+        "shared": share,
         "trials": rows,
         "nvml_util_max": max(util, default=None),
+        "per_process_sm": {m: {"readings": len(v), "max": max(v, default=None)} for m, v in sm.items()},
         "match": match(results.seen, rec.snapshots),
     }
 
@@ -213,17 +235,18 @@ def main() -> None:
     parser.add_argument("--trials", type=int, default=8)
     parser.add_argument("--idle-minutes", type=float, default=1.0)
     parser.add_argument("--gpus", type=float, default=1.0, help="0: the CPU smoke test")
-    parser.add_argument("--parts", default="metering,idle")
+    parser.add_argument("--parts", default="metering,idle,shared", help="metering, idle, shared")
     args = parser.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
     figures: dict[str, Any] = {}
     for part in args.parts.split(","):
         t = time.time()
-        figures[part] = (
-            metering(args.out, args.trials, args.gpus)
-            if part == "metering"
-            else idle(args.out, args.idle_minutes, args.gpus)
-        )
+        if part not in ("metering", "idle", "shared"):
+            parser.error(f"--parts: unknown part {part!r} (metering, idle, shared)")
+        if part == "metering":
+            figures[part] = metering(args.out, args.trials, args.gpus)
+        else:
+            figures[part] = idle(args.out, args.idle_minutes, args.gpus, share=part == "shared")
         figures[part]["part_wall_s"] = time.time() - t
         print(part, json.dumps(figures[part], indent=1, default=str), flush=True)
         (args.out / "gpu_sweep.json").write_text(json.dumps(figures, indent=1, default=str))

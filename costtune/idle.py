@@ -33,6 +33,10 @@ class NvmlUnavailable(CosttuneError):
 class GpuProcess:
     pid: int
     used_memory_mb: float = 0.0
+    #: the process's own share of the GPU's time running kernels since the previous reading
+    #: (NVML's per-process SM utilisation); None where NVML cannot say, and then the GPU's
+    #: utilisation stands for it
+    sm_pct: float | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -73,6 +77,22 @@ class NvmlSampler:
         except pynvml.NVMLError as exc:
             raise NvmlUnavailable(f"NVML: no NVIDIA driver on this machine ({exc})") from None
         self._nvml = pynvml
+        self._seen: dict[int, int] = {}  # per GPU: the newest per-process sample read (µs)
+
+    def _process_sm(self, handle: Any, index: int) -> dict[int, float] | None:
+        """pid → its SM utilisation since the previous reading; None where NVML cannot say."""
+        nv = self._nvml
+        try:
+            samples = nv.nvmlDeviceGetProcessUtilization(handle, self._seen.get(index, 0))
+        except nv.NVMLError as exc:
+            if exc.value in (nv.NVML_SUCCESS, nv.NVML_ERROR_NOT_FOUND):
+                return {}  # no process ran a kernel since the previous reading
+            return None  # not supported here
+        sm: dict[int, float] = {}
+        for sample in samples:
+            sm[sample.pid] = max(sm.get(sample.pid, 0.0), min(float(sample.smUtil), 100.0))
+            self._seen[index] = max(self._seen.get(index, 0), int(sample.timeStamp))
+        return sm
 
     def sample(self) -> GpuSnapshot:
         nv = self._nvml
@@ -84,8 +104,9 @@ class NvmlSampler:
                 power: float | None = nv.nvmlDeviceGetPowerUsage(handle) / 1000.0
             except nv.NVMLError:
                 power = None
+            sm = self._process_sm(handle, index)
             processes = tuple(
-                GpuProcess(p.pid, (p.usedGpuMemory or 0) / 2**20)
+                GpuProcess(p.pid, (p.usedGpuMemory or 0) / 2**20, None if sm is None else sm.get(p.pid, 0.0))
                 for p in nv.nvmlDeviceGetComputeRunningProcesses(handle)
             )
             uuid = nv.nvmlDeviceGetUUID(handle)
@@ -145,7 +166,12 @@ def snapshot_from_dict(data: dict[str, Any]) -> GpuSnapshot:
             memory_total_mb=float(g.get("memory_total_mb", 0.0)),
             power_w=g.get("power_w"),
             processes=tuple(
-                GpuProcess(int(p["pid"]), float(p.get("used_memory_mb", 0.0))) for p in g.get("processes", [])
+                GpuProcess(
+                    int(p["pid"]),
+                    float(p.get("used_memory_mb", 0.0)),
+                    None if p.get("sm_pct") is None else float(p["sm_pct"]),
+                )
+                for p in g.get("processes", [])
             ),
             uuid=str(g.get("uuid", "")),
         )
@@ -160,12 +186,17 @@ def snapshot_to_dict(snapshot: GpuSnapshot) -> dict[str, Any]:
 
 # ------------------------------------------------------------------------ decisions
 def process_utilization(snapshot: GpuSnapshot) -> dict[int, tuple[float, tuple[int, ...]]]:
-    """Per pid: the busiest of the GPUs it holds, and which GPUs those are."""
+    """Per pid: how busy it keeps the busiest of the GPUs it holds, and which GPUs those are.
+
+    Its own SM utilisation where NVML gives one (a GPU shared by several trials, Ray's
+    fractional ``gpus``, is busy for all of them while one works), else the GPU's.
+    """
     out: dict[int, tuple[float, tuple[int, ...]]] = {}
     for gpu in snapshot.gpus:
         for proc in gpu.processes:
+            own = gpu.utilization_pct if proc.sm_pct is None else proc.sm_pct
             util, indices = out.get(proc.pid, (0.0, ()))
-            out[proc.pid] = (max(util, gpu.utilization_pct), (*indices, gpu.index))
+            out[proc.pid] = (max(util, own), (*indices, gpu.index))
     return out
 
 

@@ -308,3 +308,64 @@ def test_a_real_h200_trace_stops_the_idle_trial_after_its_minute_and_never_the_b
     )
     events = [json.loads(line) for line in result.output.splitlines()]
     assert result.exit_code == 0 and [(e["pid"], e["idle_minutes"]) for e in events] == [(1768, 1.0)]
+
+
+def test_a_shared_gpu_is_judged_per_process_where_nvml_says_each_ones_share() -> None:
+    """Ray's fractional GPUs: two trials on one GPU that is 95% busy for the one that works."""
+    here = os.getpid()
+    working, sleeping = GpuProcess(here, sm_pct=93.0), GpuProcess(here + 1, sm_pct=0.0)
+    snap = GpuSnapshot(0.0, (GpuSample(0, 95.0, processes=(working, sleeping), uuid="GPU-a"),))
+    assert process_utilization(snap) == {here: (93.0, (0,)), here + 1: (0.0, (0,))}
+    # where NVML gives no share per process, the GPU's utilisation stands for each
+    unknown = GpuSnapshot(0.0, (GpuSample(0, 95.0, processes=(GpuProcess(here), GpuProcess(here + 1))),))
+    assert process_utilization(unknown) == {here: (95.0, (0,)), here + 1: (95.0, (0,))}
+    readings = TraceSampler(
+        GpuSnapshot(i * HOUR, (GpuSample(0, 95.0, processes=(working, sleeping), uuid="GPU-a"),))
+        for i in range(9)
+    )
+    stopper = IdleGpuStopper(lambda: readings, util_below_pct=1.0, idle_minutes=60)
+    rounds = [(stopper("busy", {"pid": here}), stopper("idle", {"pid": here + 1})) for _ in range(2)]
+    assert rounds == [(False, False), (False, True)]  # the sleeper's readings are 2 h apart
+    assert stopper.stop_reason("idle") == "idle" and stopper.stop_reason("busy") is None
+
+
+class _FakeNvml:
+    """NVML's per-process call as pynvml answers it (the rest of NVML is not needed here)."""
+
+    def __init__(self, answers: list) -> None:
+        import pynvml
+
+        self.NVMLError, self.NVML_SUCCESS = pynvml.NVMLError, pynvml.NVML_SUCCESS
+        self.NVML_ERROR_NOT_FOUND = pynvml.NVML_ERROR_NOT_FOUND
+        self.answers, self.asked = answers, []
+
+    def nvmlDeviceGetProcessUtilization(self, handle, since):
+        self.asked.append(since)
+        answer = self.answers.pop(0)
+        if isinstance(answer, int):
+            raise self.NVMLError(answer)
+        return answer
+
+
+def test_nvml_per_process_shares_since_the_previous_reading() -> None:
+    pynvml = pytest.importorskip("pynvml")
+    from types import SimpleNamespace as Sample
+
+    fake = _FakeNvml(
+        [
+            [
+                Sample(pid=7, smUtil=40, timeStamp=100),
+                Sample(pid=7, smUtil=90, timeStamp=200),
+                Sample(pid=8, smUtil=0, timeStamp=150),
+            ],
+            pynvml.NVML_ERROR_NOT_FOUND,  # nothing ran since: every process 0
+            pynvml.NVML_SUCCESS,  # pynvml's wrapper raises this too when there is no sample
+            pynvml.NVML_ERROR_NOT_SUPPORTED,  # this GPU cannot say: fall back to its utilisation
+        ]
+    )
+    sampler = NvmlSampler.__new__(NvmlSampler)
+    sampler._nvml, sampler._seen = fake, {}
+    assert sampler._process_sm("handle", 0) == {7: 90.0, 8: 0.0}
+    assert sampler._process_sm("handle", 0) == {} and sampler._process_sm("handle", 0) == {}
+    assert sampler._process_sm("handle", 0) is None
+    assert fake.asked == [0, 200, 200, 200]  # each call asks from the newest sample read
