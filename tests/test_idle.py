@@ -369,3 +369,25 @@ def test_nvml_per_process_shares_since_the_previous_reading() -> None:
     assert sampler._process_sm("handle", 0) == {} and sampler._process_sm("handle", 0) == {}
     assert sampler._process_sm("handle", 0) is None
     assert fake.asked == [0, 200, 200, 200]  # each call asks from the newest sample read
+
+
+def test_a_real_shared_h200_trace_finds_the_idle_trial_beside_a_busy_one(tmp_path) -> None:
+    """NVML read on an H200 while two trials shared it (``gpus: 0.5`` each; every 3rd reading
+    kept): pid 1494 kept it 93-99% busy, pid 1493 held 584 MB and slept. The sweep stopped the
+    sleeper after 65 s of a 1-minute window; by the GPU's utilisation alone it looked busy."""
+    trace = Path(__file__).parent / "data" / "h200_shared_idle_trace.jsonl"
+    args = ["--idle-minutes", "1", "--interval", "0", "--iterations", "128"]
+    result = CliRunner().invoke(main, ["watch-idle", "--trace", str(trace), *args])
+    events = [json.loads(line) for line in result.output.splitlines()]
+    assert result.exit_code == 0 and [(e["pid"], e["idle_minutes"]) for e in events] == [(1493, 1.0)]
+    assert 75 <= events[0]["time"] <= 85  # it first held the GPU at about 20 s
+    # the same readings without NVML's per-process shares: the sleeper looks 93-99% busy
+    lines = [json.loads(line) for line in trace.read_text().splitlines()]
+    for line in lines:
+        for gpu in line["gpus"]:
+            for proc in gpu["processes"]:
+                proc.pop("sm_pct")
+    blind = tmp_path / "blind.jsonl"
+    blind.write_text("".join(json.dumps(line) + "\n" for line in lines))
+    result = CliRunner().invoke(main, ["watch-idle", "--trace", str(blind), *args])
+    assert result.exit_code == 0 and result.output.strip() == ""
