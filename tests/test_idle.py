@@ -196,7 +196,7 @@ def test_idle_stopper_judges_a_container_trial_by_its_gpus_and_never_a_trial_it_
     stopper = IdleGpuStopper(lambda: readings, util_below_pct=1.0, idle_minutes=60)
     host = socket.gethostname()
     busy = {"pid": 123, "hostname": host, "gpu_uuids": "GPU-busy"}
-    idle = {"pid": 124, "hostname": host, "gpu_uuids": "GPU-idle"}
+    idle = {"pid": 124, "hostname": host, "gpu_uuids": ["GPU-idle"]}  # a list reads as well
     unnamed = {"pid": 125, "hostname": host}  # a user's trainable that reports no gpu_uuids
     remote = {"pid": 126, "hostname": host + "-other-node", "gpu_uuids": "GPU-elsewhere"}
     for _ in range(3):

@@ -60,7 +60,8 @@ class IdleGpuStopper:
         if self._sampler is None:
             self._sampler = self.sampler_factory()
         snapshot = self._sampler.sample()
-        uuids = str(result.get("gpu_uuids") or "").split(",")
+        named = result.get("gpu_uuids") or ""
+        uuids = [str(u) for u in named] if isinstance(named, list | tuple) else str(named).split(",")
         host = result.get("hostname")
         util: float | None = None
         if host is None or host == socket.gethostname():
