@@ -206,7 +206,9 @@ def test_idle_stopper_judges_a_container_trial_by_its_gpus_and_never_a_trial_it_
     assert [stopper("idle", idle) for _ in range(2)] == [False, True]
     assert stopper.stop_reason("idle") == "idle" and stopper.stop_reason("busy") is None
     warned = capsys.readouterr().err.strip().splitlines()
-    assert len(warned) == 1 and "cannot see trial unnamed's GPUs" in warned[0]
+    assert (
+        len(warned) == 1 and "cannot read trial unnamed's GPUs (it runs in another PID namespace" in warned[0]
+    )
 
 
 def test_a_trace_keeps_each_gpu_uuid(tmp_path) -> None:
@@ -391,3 +393,45 @@ def test_a_real_shared_h200_trace_finds_the_idle_trial_beside_a_busy_one(tmp_pat
     blind.write_text("".join(json.dumps(line) + "\n" for line in lines))
     result = CliRunner().invoke(main, ["watch-idle", "--trace", str(blind), *args])
     assert result.exit_code == 0 and result.output.strip() == ""
+
+
+def _until(decide, done=None, seconds: float = 180.0) -> list[bool]:
+    """Calls ``decide`` every 0.2 s until it says True (or ``done()`` does) or time is up."""
+    answers: list[bool] = []
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline and not (answers and (answers[-1] or (done and done()))):
+        answers.append(decide())
+        time.sleep(0.2)
+    return answers
+
+
+@pytest.mark.ray
+def test_a_trial_on_another_node_is_read_there_by_a_probe(ray_session, tmp_path, capsys) -> None:
+    """The driver's NVML sees only its own node: a trial elsewhere is read by a zero-CPU actor
+    on its node (here the one local node, reached as another host would be, by its address),
+    without Tune's loop waiting for it."""
+    import functools
+
+    import ray
+
+    here = os.getpid()  # the probe runs on this machine, where this pid is a process
+    trace = tmp_path / "node.jsonl"
+    trace.write_text(
+        "".join(json.dumps(snapshot_to_dict(_snap(i * HOUR, 0.0, (here,)))) + "\n" for i in range(5))
+    )
+    factory = functools.partial(TraceSampler.from_file, trace)
+    elsewhere = {"pid": here, "hostname": "gpu-node-7", "node_ip": ray.util.get_node_ip_address()}
+    stopper = IdleGpuStopper(factory, util_below_pct=1.0, idle_minutes=60)
+    start = time.monotonic()
+    answers = _until(lambda: stopper("t1", elsewhere))
+    assert answers[-1] and stopper.stop_reason("t1") == "idle"  # its readings 1 h apart, there
+    assert len(answers) > 2 or time.monotonic() - start < 1  # no call waited for the probe to start
+    # no live node at that address, or no NVML on that node: its trials are left alone, one line
+    gone = IdleGpuStopper(factory, util_below_pct=1.0, idle_minutes=60)
+    assert not any(gone("t2", {**elsewhere, "node_ip": "10.255.255.1"}) for _ in range(3))
+    no_nvml = IdleGpuStopper(NvmlSampler, util_below_pct=1.0, idle_minutes=60)
+    assert not any(_until(lambda: no_nvml("t3", elsewhere), done=lambda: no_nvml._warned, seconds=60))
+    warned = capsys.readouterr().err.strip().splitlines()
+    assert len(warned) == 2, warned
+    assert "no live Ray node is at 10.255.255.1" in warned[0]
+    assert "it runs on gpu-node-7: " in warned[1] and "NVML" in warned[1], warned[1]

@@ -7,23 +7,63 @@ import sys
 from collections.abc import Callable
 from typing import Any
 
-from costtune.idle import GpuSampler, NvmlSampler, trial_utilization
+from costtune.idle import (
+    GpuSampler,
+    GpuSnapshot,
+    NvmlSampler,
+    snapshot_from_dict,
+    snapshot_to_dict,
+    trial_utilization,
+)
 from costtune.policy.decisions import StopReason
 from costtune.policy.idle import IdleTracker
 from costtune.policy.stopping import Governor
 from costtune.schedulers.governed import shared_governor
 
 
+class NodeGpuProbe:
+    """Reads one node's GPUs where a trial runs, as a Ray actor pinned to that node.
+
+    The driver's NVML sees only the driver's node; a trial on another node of a cluster is
+    read here, by a zero-CPU actor that the stopper starts on that node the first time one of
+    its trials reports.
+    """
+
+    def __init__(self, sampler_factory: Callable[[], GpuSampler]) -> None:
+        self.sampler = sampler_factory()
+
+    def sample(self) -> dict[str, Any]:
+        return snapshot_to_dict(self.sampler.sample())
+
+
+def _probe_on(node_ip: str, sampler_factory: Callable[[], GpuSampler]) -> Any:
+    """A :class:`NodeGpuProbe` on the live node at ``node_ip`` (None where there is none)."""
+    import ray
+    from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+    node_id = next(
+        (n["NodeID"] for n in ray.nodes() if n.get("Alive") and n.get("NodeManagerAddress") == node_ip), None
+    )
+    if node_id is None:
+        return None
+    return (
+        ray.remote(NodeGpuProbe)
+        .options(num_cpus=0, scheduling_strategy=NodeAffinitySchedulingStrategy(node_id, soft=False))
+        .remote(sampler_factory)
+    )
+
+
 class IdleGpuStopper:
     """A ``ray.tune.Stopper`` that ends a GPU trial whose GPUs stay idle for ``idle_minutes``.
 
-    A trial is matched to its GPUs by its process (``result["pid"]``) or, where NVML does not
-    list that process, by the GPUs it reports holding (``result["gpu_uuids"]``, which the
-    built-in trainable fills): :func:`~costtune.idle.trial_utilization`. A trial that holds
-    GPUs but runs nothing on any of them counts as 0% busy. A trial this machine's NVML
-    cannot see (on another node of a cluster, or in another PID namespace without
-    ``gpu_uuids``) is never judged idle: the sweep says so once. Checked on every reported
-    result; stop_reason ``idle``.
+    A trial is read on its own node: through the driver's sampler where it runs on the
+    driver's host, else through a :class:`NodeGpuProbe` on its node (``result["node_ip"]``).
+    It is matched to its GPUs by its process (``result["pid"]``) or, where NVML does not list
+    that process, by the GPUs it reports holding (``result["gpu_uuids"]``, which the built-in
+    trainable fills): :func:`~costtune.idle.trial_utilization`. A trial that holds GPUs but
+    runs nothing on any of them counts as 0% busy. A trial whose GPUs cannot be read (in
+    another PID namespace without ``gpu_uuids``, on a node without NVML) is never judged idle:
+    the sweep says so once. Checked on every reported result; stop_reason ``idle``.
 
     Args:
         sampler_factory: builds the sampler on first use (NVML handles do not pickle, and
@@ -47,34 +87,34 @@ class IdleGpuStopper:
         self.stopped: set[str] = set()
         self.governor = shared_governor(governor)
         self._sampler: GpuSampler | None = None
+        self._probes: dict[str, Any] = {}  # node ip → its NodeGpuProbe (None: none there)
+        self._pending: dict[str, Any] = {}  # node ip → its probe's next reading (an ObjectRef)
+        self._latest: dict[str, GpuSnapshot] = {}  # node ip → its probe's last reading
         self._warned = False
 
     def __getstate__(self) -> dict[str, Any]:
-        return {**self.__dict__, "_sampler": None}
+        return {**self.__dict__, "_sampler": None, "_probes": {}, "_pending": {}, "_latest": {}}
 
     def __setstate__(self, state: dict[str, Any]) -> None:
         self.__dict__.update({"governor": None, **state})  # one pickled before the governor
         self.governor = shared_governor(self.governor)
 
     def __call__(self, trial_id: str, result: dict[str, Any]) -> bool:
-        if self._sampler is None:
-            self._sampler = self.sampler_factory()
-        snapshot = self._sampler.sample()
-        named = result.get("gpu_uuids") or ""
-        uuids = [str(u) for u in named] if isinstance(named, list | tuple) else str(named).split(",")
-        host = result.get("hostname")
+        snapshot, why = self._read(result.get("hostname"), result.get("node_ip"))
         util: float | None = None
-        if host is None or host == socket.gethostname():
+        if snapshot is not None:
+            named = result.get("gpu_uuids") or ""
+            uuids = [str(u) for u in named] if isinstance(named, list | tuple) else str(named).split(",")
             pid = result.get("pid")
             util = trial_utilization(snapshot, int(pid) if pid is not None else None, uuids)
-        if util is None:
+            why = "it runs in another PID namespace and reports no gpu_uuids"
+        if snapshot is None and not why:
+            return False  # another node's first reading is on its way
+        if snapshot is None or util is None:
             if not self._warned:
                 self._warned = True
-                where = (
-                    f"on {host}" if host not in (None, socket.gethostname()) else "in another PID namespace"
-                )
                 print(
-                    f"costtune: the idle-GPU watchdog cannot see trial {trial_id}'s GPUs (it runs {where}); "
+                    f"costtune: the idle-GPU watchdog cannot read trial {trial_id}'s GPUs ({why}); "
                     "such trials are not judged idle",
                     file=sys.stderr,
                 )
@@ -85,6 +125,38 @@ class IdleGpuStopper:
                 self.governor.reasons.setdefault(trial_id, StopReason.IDLE)
             return True
         return False
+
+    def _read(self, host: str | None, node_ip: str | None) -> tuple[GpuSnapshot | None, str]:
+        """The GPUs of the trial's host: a snapshot; or None and why not ("" = not read yet).
+
+        Another node is read without waiting: its probe's last reading is used while the next
+        one is asked for, so a slow node never holds up Tune's loop.
+        """
+        if host is None or host == socket.gethostname():
+            if self._sampler is None:
+                self._sampler = self.sampler_factory()
+            return self._sampler.sample(), ""
+        if not node_ip:
+            return None, f"it runs on {host}, and its results give no node_ip"
+        import ray
+
+        if node_ip not in self._probes:
+            self._probes[node_ip] = _probe_on(node_ip, self.sampler_factory)
+        probe = self._probes[node_ip]
+        if probe is None:
+            return None, f"it runs on {host}, and no live Ray node is at {node_ip}"
+        pending = self._pending.get(node_ip)
+        if pending is None:
+            self._pending[node_ip] = probe.sample.remote()
+        elif ray.wait([pending], timeout=0)[0]:
+            try:
+                self._latest[node_ip] = snapshot_from_dict(ray.get(pending))
+            except Exception as exc:  # no NVML there, the node gone: leave its trials alone
+                self._probes[node_ip] = None
+                lines = str(exc).strip().splitlines()
+                return None, f"it runs on {host}: {lines[-1][:200] if lines else type(exc).__name__}"
+            self._pending[node_ip] = probe.sample.remote()
+        return self._latest.get(node_ip), ""
 
     def stop_all(self) -> bool:
         return False
