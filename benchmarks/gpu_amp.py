@@ -241,6 +241,10 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=None, help="timed steps per measurement")
     parser.add_argument("--price", type=float, default=2.50, help="USD per GPU-hour (default: A100)")
     args = parser.parse_args()
+    if args.steps is not None and args.steps < 1:
+        parser.error(f"--steps: must be at least 1, got {args.steps}")
+    if not (math.isfinite(args.price) and args.price > 0):
+        parser.error(f"--price: must be a positive number, got {args.price}")
     device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
     steps = args.steps or (20 if device.type == "cuda" else 3)
     with gpu_utilisation() as util:

@@ -13,7 +13,8 @@ One command (on a machine with an NVIDIA GPU and NVML)::
    ``gpu_uuids`` the trainable reports.
 2. ``idle``: two trials of ``gpu_trainables:hold_gpu`` through ``costtune sweep`` with ``idle:
    {enabled: true, idle_minutes: M}``, one after the other on the GPU: one holds a CUDA
-   context and sleeps, one keeps the GPU busy; each reports every 2 s for M minutes + 20 s.
+   context and sleeps, one keeps the GPU busy; each reports every 2 s for M minutes + 20 s
+   (both scaled down below a minute).
    The idle one must end ``idle`` after about M minutes, the busy one ``completed``.
 3. ``shared``: the same two trials at once on the one GPU (``gpus: 0.5`` each), where the GPU
    is busy for both while one works: told apart by NVML's per-process SM utilisation.
@@ -167,12 +168,16 @@ def metering(out: Path, trials: int, gpus: float) -> dict[str, Any]:
 
 
 def idle(out: Path, minutes: float, gpus: float, share: bool = False) -> dict[str, Any]:
-    seconds = minutes * 60 + 20
+    seconds = minutes * 60 + min(20.0, minutes * 20)  # the busy trial outlives the window
+    report_s = min(2.0, minutes * 2)  # every 2 s at a window of a minute or more
     per_trial = gpus / 2 if share else gpus  # shared: both trials on the one GPU at once
     config = parse_config(
         {
             "name": "gpu-idle-shared" if share else "gpu-idle",
-            "trainable": {"name": "gpu_trainables:hold_gpu", "args": {"report_s": 2.0, "seconds": seconds}},
+            "trainable": {
+                "name": "gpu_trainables:hold_gpu",
+                "args": {"report_s": report_s, "seconds": seconds},
+            },
             "metric": "loss",
             "max_epochs": 1000,
             "num_samples": 1,
@@ -237,6 +242,12 @@ def main() -> None:
     parser.add_argument("--gpus", type=float, default=1.0, help="0: the CPU smoke test")
     parser.add_argument("--parts", default="metering,idle,shared", help="metering, idle, shared")
     args = parser.parse_args()
+    if args.trials < 1:
+        parser.error(f"--trials: must be at least 1, got {args.trials}")
+    if not args.idle_minutes > 0:
+        parser.error(f"--idle-minutes: must be above 0, got {args.idle_minutes}")
+    if not args.gpus >= 0:
+        parser.error(f"--gpus: must be 0 or more, got {args.gpus}")
     args.out.mkdir(parents=True, exist_ok=True)
     figures: dict[str, Any] = {}
     for part in args.parts.split(","):

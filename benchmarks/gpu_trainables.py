@@ -19,14 +19,15 @@ from costtune.idle import visible_gpu_uuids
 
 def hold_gpu(config: dict[str, Any]) -> None:
     device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    a = torch.randn(4096, 4096, device=device)
+    n = 4096 if device.type == "cuda" else 256  # a CPU smoke test keeps its reports coming
+    a = torch.randn(n, n, device=device)
     gpus = {"gpu_uuids": ",".join(visible_gpu_uuids())} if device.type == "cuda" else {}
     start, step = time.monotonic(), 0
     while time.monotonic() - start < float(config["seconds"]):
         until = time.monotonic() + float(config["report_s"])
         while time.monotonic() < until:
             if config["mode"] == "busy":
-                a = torch.tanh(a @ a / 64.0)
+                a = torch.tanh(a @ a / n**0.5)
                 if device.type == "cuda":
                     torch.cuda.synchronize()
             else:

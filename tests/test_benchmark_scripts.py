@@ -15,6 +15,26 @@ import pytest
 REPO = Path(__file__).resolve().parent.parent
 
 
+@pytest.mark.ray
+def test_gpu_sweep_benchmark_smoke_on_cpu(tmp_path) -> None:
+    """The script that measured the watchdog on the H200, at CPU smoke size: the shared part's
+    two trials through a real sweep, and its per-trial rows (no NVML here, so no figures)."""
+    import json
+
+    args = ["--gpus", "0", "--parts", "shared", "--idle-minutes", "0.02", "--out", str(tmp_path)]
+    run = subprocess.run(
+        [sys.executable, "benchmarks/gpu_sweep.py", *args],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert run.returncode == 0, run.stderr[-2000:]
+    shared = json.loads((tmp_path / "gpu_sweep.json").read_text())["shared"]
+    assert shared["shared"] is True and set(shared["trials"]) == {"idle", "busy"}
+    assert all(t["stop_reason"] == "completed" and t["epochs"] >= 5 for t in shared["trials"].values())
+
+
 def test_gpu_amp_benchmark_smoke_on_cpu(tmp_path) -> None:
     out = tmp_path / "amp.csv"
     run = subprocess.run(
