@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import functools
 import json
 import os
 import socket
@@ -221,7 +222,6 @@ def test_a_trace_keeps_each_gpu_uuid(tmp_path) -> None:
 def test_an_idle_stop_by_the_copy_tune_calls_is_seen_by_the_copy_the_books_ask() -> None:
     """After a resume Tune calls one unpickled copy of the stopper and the ledger asks another:
     the reason lives in the sweep's one governor, so both say ``idle``."""
-    import functools
     import pickle
 
     from costtune.policy.stopping import Governor
@@ -410,8 +410,6 @@ def test_a_trial_on_another_node_is_read_there_by_a_probe(ray_session, tmp_path,
     """The driver's NVML sees only its own node: a trial elsewhere is read by a zero-CPU actor
     on its node (here the one local node, reached as another host would be, by its address),
     without Tune's loop waiting for it."""
-    import functools
-
     import ray
 
     here = os.getpid()  # the probe runs on this machine, where this pid is a process
@@ -435,3 +433,15 @@ def test_a_trial_on_another_node_is_read_there_by_a_probe(ray_session, tmp_path,
     assert len(warned) == 2, warned
     assert "no live Ray node is at 10.255.255.1" in warned[0]
     assert "it runs on gpu-node-7: " in warned[1] and "NVML" in warned[1], warned[1]
+
+
+def test_a_stopper_pickled_by_an_older_costtune_resumes_and_decides() -> None:
+    """A sweep resumed across an upgrade unpickles a stopper without the later attributes."""
+    stopper = IdleGpuStopper(functools.partial(_trace, os.getpid(), [0, 0, 0, 0]), idle_minutes=60)
+    state = stopper.__getstate__()
+    for later in ("governor", "_probes", "_pending", "_latest", "_warned"):
+        state.pop(later)
+    old = IdleGpuStopper.__new__(IdleGpuStopper)
+    old.__setstate__(state)
+    assert [old("t1", {"pid": os.getpid()}) for _ in range(2)] == [False, True]
+    assert not old("t2", {"pid": 1, "hostname": "elsewhere"})  # no node_ip: not judged, one line

@@ -96,7 +96,16 @@ class IdleGpuStopper:
         return {**self.__dict__, "_sampler": None, "_probes": {}, "_pending": {}, "_latest": {}}
 
     def __setstate__(self, state: dict[str, Any]) -> None:
-        self.__dict__.update({"governor": None, **state})  # one pickled before the governor
+        # a stopper pickled by an older costtune (a sweep resumed across an upgrade) lacks
+        # what came later: the governor, the per-node probes, the warning's flag
+        older: dict[str, Any] = {
+            "governor": None,
+            "_probes": {},
+            "_pending": {},
+            "_latest": {},
+            "_warned": False,
+        }
+        self.__dict__.update({**older, **state})
         self.governor = shared_governor(self.governor)
 
     def __call__(self, trial_id: str, result: dict[str, Any]) -> bool:
