@@ -139,6 +139,11 @@ class SearcherConfig(_Strict):
         "raised to the Tukey fence (a diverged trial cannot flatten the rest), rank: only their order "
         "counts, none: Optuna's standardisation alone",
     )
+    points_to_evaluate: list[dict[str, Any]] = Field(
+        default_factory=list,
+        description="configurations tried first, in this order, before anything is sampled (known-good "
+        "settings, last sweep's best); each gives every search_space name; they count toward num_samples",
+    )
     fast_ask_from: int = Field(
         FAST_ASK_FROM_DEFAULT,
         ge=0,
@@ -417,6 +422,7 @@ class SweepConfig(_Strict):
             raise ValueError(f"search_space.{clash[0]}: also fixed in trainable.args; keep one")
         if self.trainable.name == "amp":
             _check_amp_args(self.trainable.args, self.search_space)
+        _check_points(self.searcher, self.search_space, self.num_samples)
         if self.searcher.type == "grid":
             for name, spec in self.search_space.items():
                 if spec.type != "choice":
@@ -432,6 +438,41 @@ class SweepConfig(_Strict):
             )
         self.cost.cost_model()  # prices and accelerator are checked here, naming the field
         return self
+
+
+def _check_points(searcher: SearcherConfig, space: dict[str, ParamSpec], num_samples: int) -> None:
+    """``searcher.points_to_evaluate``: each a full point of the search space, in its bounds."""
+    points = searcher.points_to_evaluate
+    if not points:
+        return
+    if searcher.type == "grid":
+        raise ValueError("searcher.points_to_evaluate: a grid search runs its grid; use a sampling searcher")
+    if len(points) > num_samples:
+        raise ValueError(
+            f"searcher.points_to_evaluate: {len(points)} points, but num_samples is {num_samples} "
+            "(the points count toward it)"
+        )
+    for i, point in enumerate(points):
+        where = f"searcher.points_to_evaluate[{i}]"
+        unknown = sorted(set(point) - set(space))
+        if unknown:
+            raise ValueError(f"{where}.{unknown[0]}: not in search_space ({', '.join(space)})")
+        missing = [name for name in space if name not in point]
+        if missing:
+            raise ValueError(f"{where}: gives no {missing[0]!r}; a point gives every search_space name")
+        for name, spec in space.items():
+            value = point[name]
+            if spec.type == "choice":
+                if value not in (spec.values or []):
+                    raise ValueError(f"{where}.{name}: must be one of {spec.values}, got {value!r}")
+                continue
+            number = isinstance(value, int | float) and not isinstance(value, bool)
+            if not number or not math.isfinite(value) or not spec.low <= value <= spec.high:
+                raise ValueError(
+                    f"{where}.{name}: must be a number in [{spec.low}, {spec.high}], got {value!r}"
+                )
+            if spec.type in ("int", "logint") and value != int(value):
+                raise ValueError(f"{where}.{name}: must be an integer, got {value!r}")
 
 
 def _check_amp_args(args: dict[str, Any], space: dict[str, ParamSpec]) -> None:

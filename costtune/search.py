@@ -73,7 +73,8 @@ def make_searcher(
     config: SearcherConfig, metric: str, mode: str, seed: int, max_concurrent: int | None = None
 ) -> Any:
     """A seeded Ray Tune search algorithm: Optuna's Gaussian process (``gp``, the default),
-    Optuna TPE, HyperOpt TPE or random."""
+    Optuna TPE, HyperOpt TPE or random; each tries ``points_to_evaluate`` first."""
+    points = [dict(p) for p in config.points_to_evaluate] or None
     if config.type == "gp":
         import optuna
         from ray.tune.search.optuna import OptunaSearch
@@ -93,7 +94,7 @@ def make_searcher(
             value_transform=None if config.value_transform == "none" else config.value_transform,
             fast_from=config.fast_ask_from,
         )
-        return OptunaSearch(metric=metric, mode=mode, sampler=gp)
+        return OptunaSearch(metric=metric, mode=mode, sampler=gp, points_to_evaluate=points)
     if config.type == "optuna":
         import optuna
         from ray.tune.search.optuna import OptunaSearch
@@ -105,7 +106,7 @@ def make_searcher(
         sampler = optuna.samplers.TPESampler(
             seed=seed, n_startup_trials=config.n_startup_trials or 10, multivariate=False
         )
-        return OptunaSearch(metric=metric, mode=mode, sampler=sampler)
+        return OptunaSearch(metric=metric, mode=mode, sampler=sampler, points_to_evaluate=points)
     if config.type == "hyperopt":
         from ray.tune.search.hyperopt import HyperOptSearch
 
@@ -114,12 +115,15 @@ def make_searcher(
             mode=mode,
             random_state_seed=seed,
             n_initial_points=config.n_startup_trials or 20,
+            points_to_evaluate=points,
         )
     if config.type in ("random", "grid"):
         from ray.tune.search import BasicVariantGenerator
 
         # a SearchAlgorithm, not a Searcher: Tune ignores max_concurrent_trials for it
-        return BasicVariantGenerator(random_state=seed, max_concurrent=max_concurrent or 0)
+        return BasicVariantGenerator(
+            random_state=seed, max_concurrent=max_concurrent or 0, points_to_evaluate=points
+        )
     raise ConfigError(f"searcher.type: {config.type!r} is not available")
 
 

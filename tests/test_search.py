@@ -531,3 +531,75 @@ def test_a_sweeps_gp_searcher_takes_the_fast_ask_from_where_the_config_says() ->
     assert default._sampler._fast_from == gp.FAST_ASK_FROM
     early = make_searcher(SearcherConfig(type="gp", fast_ask_from=0), "val_loss", "min", seed=0)
     assert early._sampler._fast_from == 0
+
+
+POINTS = [{"lr": 0.001, "depth": 2, "act": "gelu"}, {"lr": 0.05, "depth": 1, "act": "relu"}]
+
+
+@pytest.mark.parametrize("kind", ["gp", "optuna", "hyperopt"])
+def test_each_searcher_tries_the_given_points_first_then_samples(kind) -> None:
+    searcher = make_searcher(SearcherConfig(type=kind, points_to_evaluate=POINTS), "val_loss", "min", seed=3)
+    assert searcher.set_search_properties("val_loss", "min", build_search_space(SPACE))
+    asked = [searcher.suggest(f"t{i}") for i in range(4)]
+    assert asked[:2] == POINTS
+    assert all(a not in POINTS for a in asked[2:])  # then its own proposals
+
+
+def _config(**searcher):
+    from costtune.config import parse_config
+
+    return parse_config(
+        {
+            "name": "p",
+            "trainable": {"name": "tests.user_trainables:quadratic"},
+            "max_epochs": 3,
+            "num_samples": 3,
+            "search_space": {k: v.model_dump(exclude_none=True) for k, v in SPACE.items()},
+            "searcher": searcher,
+        }
+    )
+
+
+@pytest.mark.parametrize(
+    ("points", "searcher_type", "error"),
+    [
+        ([{"lr": 0.001, "depth": 2}], "gp", r"points_to_evaluate\[0\]: gives no 'act'"),
+        ([{**POINTS[0], "width": 3}], "gp", r"points_to_evaluate\[0\]\.width: not in search_space"),
+        (
+            [POINTS[0], {**POINTS[1], "lr": 0.5}],
+            "gp",
+            r"points_to_evaluate\[1\]\.lr: must be a number in \[0.0001, 0.1\], got 0.5",
+        ),
+        ([{**POINTS[0], "lr": "fast"}], "optuna", r"points_to_evaluate\[0\]\.lr: must be a number"),
+        ([{**POINTS[0], "depth": 1.5}], "gp", r"points_to_evaluate\[0\]\.depth: must be an integer, got 1.5"),
+        (
+            [{**POINTS[0], "act": "tanh"}],
+            "hyperopt",
+            r"points_to_evaluate\[0\]\.act: must be one of \['relu', 'gelu'\], got 'tanh'",
+        ),
+        ([POINTS[0]] * 4, "gp", r"points_to_evaluate: 4 points, but num_samples is 3"),
+    ],
+)
+def test_bad_points_are_named_in_one_line(points, searcher_type, error) -> None:
+    from costtune.errors import ConfigError
+
+    with pytest.raises(ConfigError, match=error):
+        _config(type=searcher_type, points_to_evaluate=points)
+
+
+def test_points_fit_any_sampling_searcher_and_not_a_grid() -> None:
+    from costtune.config import parse_config
+    from costtune.errors import ConfigError
+
+    assert _config(type="random", points_to_evaluate=POINTS).searcher.points_to_evaluate == POINTS
+    with pytest.raises(ConfigError, match="points_to_evaluate: a grid search runs its grid"):
+        parse_config(
+            {
+                "name": "g",
+                "trainable": {"name": "tests.user_trainables:quadratic"},
+                "max_epochs": 3,
+                "num_samples": 1,
+                "search_space": {"act": {"type": "choice", "values": ["relu", "gelu"]}},
+                "searcher": {"type": "grid", "points_to_evaluate": [{"act": "relu"}]},
+            }
+        )

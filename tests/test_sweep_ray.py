@@ -277,7 +277,8 @@ def test_a_user_module_beside_the_config_is_found_without_pythonpath(
 
 def test_a_sweep_with_the_gp_searcher(ray_session, tmp_path) -> None:
     """``searcher: {type: gp}`` end to end: Optuna's Gaussian process asked and told by a real
-    sweep; every trial it proposed is told its final loss (read back from its saved state)."""
+    sweep; every trial it proposed is told its final loss (read back from its saved state); the
+    two ``points_to_evaluate`` run first, as given."""
     import pickle
 
     import optuna
@@ -288,7 +289,7 @@ def test_a_sweep_with_the_gp_searcher(ray_session, tmp_path) -> None:
         "max_epochs": 2,
         "num_samples": 5,
         "max_concurrent_trials": 1,
-        "searcher": {"type": "gp", "n_startup_trials": 2},
+        "searcher": {"type": "gp", "n_startup_trials": 2, "points_to_evaluate": [{"x": 0.3}, {"x": 0.95}]},
     }
     result = run_sweep(parse_config(config), tmp_path / "run")
     frame = result.trials.set_index("trial_id")
@@ -298,3 +299,5 @@ def test_a_sweep_with_the_gp_searcher(ray_session, tmp_path) -> None:
     study = state["_ot_study"]
     told = sorted(t.value for t in study.trials)
     assert told == pytest.approx(sorted(frame["last_loss"]))
+    assert [t.params["x"] for t in study.trials[:2]] == [0.3, 0.95]
+    assert {0.3, 0.95} <= set(frame["hp.x"])
