@@ -468,8 +468,9 @@ def _check_points(searcher: SearcherConfig, space: dict[str, ParamSpec], num_sam
                 continue
             number = isinstance(value, int | float) and not isinstance(value, bool)
             if not number or not math.isfinite(value) or not spec.low <= value <= spec.high:
+                hint = " (YAML 1.1 reads 1e-3 as text: write 1.0e-3)" if isinstance(value, str) else ""
                 raise ValueError(
-                    f"{where}.{name}: must be a number in [{spec.low}, {spec.high}], got {value!r}"
+                    f"{where}.{name}: must be a number in [{spec.low}, {spec.high}], got {value!r}{hint}"
                 )
             if spec.type in ("int", "logint") and value != int(value):
                 raise ValueError(f"{where}.{name}: must be an integer, got {value!r}")

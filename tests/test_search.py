@@ -570,7 +570,11 @@ def _config(**searcher):
             "gp",
             r"points_to_evaluate\[1\]\.lr: must be a number in \[0.0001, 0.1\], got 0.5",
         ),
-        ([{**POINTS[0], "lr": "fast"}], "optuna", r"points_to_evaluate\[0\]\.lr: must be a number"),
+        (
+            [{**POINTS[0], "lr": "1e-3"}],
+            "optuna",
+            r"points_to_evaluate\[0\]\.lr: .* got '1e-3' \(YAML 1.1 reads",
+        ),
         ([{**POINTS[0], "depth": 1.5}], "gp", r"points_to_evaluate\[0\]\.depth: must be an integer, got 1.5"),
         (
             [{**POINTS[0], "act": "tanh"}],
