@@ -365,6 +365,29 @@ _FLAGS: dict[str, tuple[str, Any]] = {
 }
 
 
+_REAL, _WHOLE = r"([0-9.]+)", r"([0-9]+)"
+#: parse_variant's numbered letters: letter → (keyword, its number); ``a0`` and ``W0`` mean off (None)
+_NUMBERED: dict[str, tuple[str, str]] = {
+    "o": ("optimism", _REAL),
+    "n": ("outlook_min_epochs", _WHOLE),
+    "q": ("cheapest_of", _WHOLE),
+    "r": ("relative_roi", _REAL),
+    "a": ("lookahead", _WHOLE),
+    "i": ("n_startup", _WHOLE),
+    "U": ("n_random", _WHOLE),
+    "N": ("n_local", _WHOLE),
+    "E": ("cost_exponent", _REAL),
+    "W": ("warmup_trials", _WHOLE),
+    "M": ("smooth_rungs", _WHOLE),
+    "H": ("rung_free_every", _WHOLE),
+    "A": ("stall_min_gain", _REAL),
+    "t": ("tell_at", _WHOLE),
+    "z": ("random_every", _WHOLE),
+    "h": ("rung_checks", _WHOLE),
+    "y": ("probe_paces", _REAL),
+}
+
+
 def parse_variant(method: str) -> tuple[str, dict[str, Any]]:
     """``costtune-hb-tpe:g1e3b1pl`` → ("costtune-hb-tpe", {grace_epochs: 1, eta: 3, ...}).
 
@@ -458,43 +481,15 @@ def parse_variant(method: str) -> tuple[str, dict[str, Any]]:
     """
     base, _, spec = method.partition(":")
     kwargs: dict[str, Any] = {key: value for letter, (key, value) in _FLAGS.items() if letter in spec}
-    for value in re.findall(r"o([0-9.]+)", spec):
-        kwargs["optimism"] = float(value)
-    for value in re.findall(r"n([0-9]+)", spec):
-        kwargs["outlook_min_epochs"] = int(value)
-    for value in re.findall(r"q([0-9]+)", spec):
-        kwargs["cheapest_of"] = int(value)
-    for value in re.findall(r"r([0-9.]+)", spec):
-        kwargs["relative_roi"] = float(value)
-    for value in re.findall(r"a([0-9]+)", spec):
-        kwargs["lookahead"] = int(value) or None
-    for value in re.findall(r"i([0-9]+)", spec):
-        kwargs["n_startup"] = int(value)
-    for letter, key in (("U", "n_random"), ("N", "n_local")):
-        for value in re.findall(letter + r"([0-9]+)", spec):
-            kwargs.setdefault("fast_search", {})[key] = int(value)
-    for value in re.findall(r"E([0-9.]+)", spec):
-        kwargs["cost_exponent"] = float(value)
-    for value in re.findall(r"W([0-9]+)", spec):
-        kwargs["warmup_trials"] = int(value) or None
-    for value in re.findall(r"M([0-9]+)", spec):
-        kwargs["smooth_rungs"] = int(value)
-    for value in re.findall(r"H([0-9]+)", spec):
-        kwargs["rung_free_every"] = int(value)
-    for value in re.findall(r"A([0-9.]+)", spec):
-        kwargs["stall_min_gain"] = float(value)
-    for value in re.findall(r"t([0-9]+)", spec):
-        kwargs["tell_at"] = int(value)
-    for value in re.findall(r"z([0-9]+)", spec):
-        kwargs["random_every"] = int(value)
-    for value in re.findall(r"h([0-9]+)", spec):
-        kwargs["rung_checks"] = int(value)
-    for value in re.findall(r"y([0-9.]+)", spec):
-        kwargs["probe_paces"] = float(value)
-    numbered = (
-        r"o[0-9.]+|n[0-9]+|q[0-9]+|r[0-9.]+|a[0-9]+|i[0-9]+|E[0-9.]+|W[0-9]+|U[0-9]+|N[0-9]+|M[0-9]+"
-        r"|H[0-9]+|A[0-9.]+|t[0-9]+|z[0-9]+|h[0-9]+|y[0-9.]+"
-    )
+    for letter, (key, number) in _NUMBERED.items():
+        for value in re.findall(letter + number, spec):
+            if letter in "UN":  # the fast ask's first round
+                kwargs.setdefault("fast_search", {})[key] = int(value)
+            elif number == _REAL:
+                kwargs[key] = float(value)
+            else:
+                kwargs[key] = None if letter in "aW" and int(value) == 0 else int(value)
+    numbered = "|".join(letter + number[1:-1] for letter, (_, number) in _NUMBERED.items())
     spec = re.sub(numbered + "|[" + "".join(_FLAGS) + "]", "", spec)
     unknown = re.sub(r"([gebpk])([0-9]+|[lcpf])", "", spec)
     if unknown:  # a mistyped or retired letter would otherwise run the plain method silently
