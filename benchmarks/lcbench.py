@@ -385,6 +385,7 @@ _NUMBERED: dict[str, tuple[str, str]] = {
     "z": ("random_every", _WHOLE),
     "h": ("rung_checks", _WHOLE),
     "y": ("probe_paces", _REAL),
+    "S": ("rung_check_fails", _WHOLE),
 }
 
 
@@ -476,6 +477,8 @@ def parse_variant(method: str) -> tuple[str, dict[str, Any]]:
     ``z<k>`` (TPE methods, a prototype): every k-th model-driven trial starts at a uniform random
     point (seeded) in place of the searcher's proposal, as BOHB and SMAC interleave random
     configurations.
+    ``S<k>`` (with ``h<c>``): the first rung fails its checks once k probes have shown it wrong
+    (``AsyncHyperband(rung_check_fails=k)``; default 1).
     ``v``: a trial the look-ahead pruned is told to TPE at its estimated loss at the rung
     (``AsyncHyperband.rung_estimate``), not at its last loss.
     """

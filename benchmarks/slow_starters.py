@@ -88,6 +88,9 @@ SETTINGS = (
     "default + stall 2%",
     "default + noise-aware",
     "default + rung checks",
+    "default + rung checks x2",
+    "default + rung checks x3",
+    "default + hedge",
 )
 
 
@@ -179,6 +182,40 @@ class FlatStartGuard:
         return Guarded()
 
 
+class HedgeBracket:
+    """A prototype, not in the product: Hyperband's most conservative bracket, plain full runs,
+    among the brackets a stall opens (``escalate``), and the stopper does not judge a trial of a
+    later bracket before that bracket's first rung (a bracket without rungs: never). Until a
+    stall nothing changes; after one, Hyperband's proportions send about one new trial in twelve
+    (η = 5, three brackets) to full runs, which no early loss judges."""
+
+    @staticmethod
+    def around(policy: AsyncHyperband) -> AsyncHyperband:
+        policy.rungs_by_bracket.append([])
+        policy.rungs.append({})
+        return policy
+
+    @staticmethod
+    def stopper(stopping: MarginalRoiStopping, policy: AsyncHyperband) -> Any:
+        epochs: dict[str, int] = {}
+
+        class Guarded:
+            def on_result(self, trial: str, loss: float, hours: float, usd: float) -> Any:
+                epochs[trial] = epochs.get(trial, 0) + 1
+                said = stopping.on_result(trial, loss, hours, usd)
+                state = policy.trials.get(trial)
+                if said is not None and state is not None and state.bracket > 0:
+                    ladder = policy.rungs_by_bracket[state.bracket]
+                    if not ladder or epochs[trial] < ladder[0]:
+                        return None
+                return said
+
+            def __getattr__(self, name: str) -> Any:
+                return getattr(stopping, name)
+
+        return Guarded()
+
+
 def replay(curves: list[Curve], setting: str, seed: int) -> Any:
     """One replay of ``curves`` as ``costtune replay --searcher gp`` runs it."""
     policy, stopping = None, None
@@ -189,19 +226,37 @@ def replay(curves: list[Curve], setting: str, seed: int) -> Any:
         "default + stall 2%",
         "default + noise-aware",
         "default + rung checks",
+        "default + rung checks x2",
+        "default + rung checks x3",
+        "default + hedge",
     )
     if setting in (*with_default_rungs, "rungs only"):
         escalate = setting != "--no-escalate"
         warmup = auto_warmup_trials(5, len(curves))
         stall = 0.02 if setting == "default + stall 2%" else 0.0
-        checks = 5 if setting == "default + rung checks" else RUNG_CHECKS_DEFAULT
+        checks = 5 if setting.startswith("default + rung checks") else RUNG_CHECKS_DEFAULT
+        fails = int(setting[-1]) if setting.startswith("default + rung checks x") else 1
         policy = AsyncHyperband(
-            EPOCHS, 5, 5, 1, "loss", "floor", None, warmup, escalate, stall, rung_checks=checks
+            EPOCHS,
+            5,
+            5,
+            1,
+            "loss",
+            "floor",
+            None,
+            warmup,
+            escalate,
+            stall,
+            rung_checks=checks,
+            rung_check_fails=fails,
         )
     if setting in (*with_default_rungs, "stopper only"):
         noise_aware = NOISE_AWARE_DEFAULT or setting == "default + noise-aware"
         rule = StoppingRule(min_relative_roi=0.3, spare_best=True, max_epochs=EPOCHS, noise_aware=noise_aware)
         stopping = MarginalRoiStopping(rule)
+    if setting == "default + hedge" and policy is not None and stopping is not None:
+        policy = HedgeBracket.around(policy)
+        stopping = HedgeBracket.stopper(stopping, policy)
     if setting == "default + flat guard" and policy is not None and stopping is not None:
         guard = FlatStartGuard()
         policy, stopping = guard.policy(policy), guard.stopper(stopping)

@@ -139,8 +139,9 @@ class AsyncHyperband:
     #: nor these (a stall ended by any gain)
     stall_min_gain: float = 0.0
     first_loss: float | None = None
-    #: nor the rung checks (off)
+    #: nor the rung checks (off), nor how many probes must show a rung wrong (one)
     rung_checks: int = 0
+    rung_check_fails: int = 1
 
     def __init__(
         self,
@@ -155,11 +156,21 @@ class AsyncHyperband:
         escalate: bool = False,
         stall_min_gain: float = 0.0,
         rung_checks: int = 0,
+        rung_check_fails: int = 1,
     ) -> None:
         validate_geometry(grace_epochs, eta, max_epochs)
         if isinstance(rung_checks, bool) or not isinstance(rung_checks, int) or rung_checks < 0:
             raise ConfigError(f"scheduler.rung_checks: must be a whole number >= 0; got {rung_checks!r}")
         self.rung_checks = rung_checks
+        if (
+            isinstance(rung_check_fails, bool)
+            or not isinstance(rung_check_fails, int)
+            or rung_check_fails < 1
+        ):
+            raise ConfigError(
+                f"scheduler.rung_check_fails: must be a whole number >= 1; got {rung_check_fails!r}"
+            )
+        self.rung_check_fails = rung_check_fails
         if not 0 <= stall_min_gain < 1:
             raise ConfigError(f"scheduler: stall_min_gain must be in [0, 1); got {stall_min_gain!r}")
         self.stall_min_gain = float(stall_min_gain)
@@ -315,7 +326,8 @@ class AsyncHyperband:
                 return Decision.STOP
             if loss < c.promoted_best.get(epoch, -math.inf):
                 c.showed = True
-                if not c.failed:
+                c.shown += 1
+                if not c.failed and c.shown >= self.rung_check_fails:
                     c.failed = True
                     if self.escalate and self.open_brackets < len(self.rungs_by_bracket):
                         self._open_every_bracket()
@@ -463,6 +475,7 @@ class AsyncHyperband:
             "keep": self.keep.value,
             **({"escalate": True} if self.escalate else {}),
             **({"rung_checks": self.rung_checks} if self.rung_checks else {}),
+            **({"rung_check_fails": self.rung_check_fails} if self.rung_check_fails != 1 else {}),
         }
 
     def state_dict(self) -> dict[str, Any]:
@@ -582,6 +595,8 @@ class _Checks:
     showed: bool = False
     probes: int = 0
     passed: int = 0
+    #: how many probes showed the rung wrong (it fails at ``rung_check_fails`` of them)
+    shown: int = 0
     failed: bool = False
     others_best: float = math.inf
     promoted_best: dict[int, float] = field(default_factory=dict)
@@ -593,6 +608,7 @@ class _Checks:
             "showed": self.showed,
             "probes": self.probes,
             "passed": self.passed,
+            "shown": self.shown,
             "failed": self.failed,
             "others_best": _encode(self.others_best),
             "promoted_best": {str(e): _encode(v) for e, v in self.promoted_best.items()},
@@ -606,6 +622,8 @@ class _Checks:
             showed=bool(d["showed"]),
             probes=int(d["probes"]),
             passed=int(d["passed"]),
+            # a state saved before the count: a failed rung had been shown wrong once
+            shown=int(d.get("shown", bool(d["failed"]))),
             failed=bool(d["failed"]),
             others_best=_decode(d["others_best"]),
             promoted_best={int(e): _decode(v) for e, v in d["promoted_best"].items()},

@@ -495,6 +495,40 @@ def test_rung_checks_end_once_the_rung_passed_them_all() -> None:
     assert policy.checks.probes == 0
 
 
+def test_with_rung_check_fails_the_rung_fails_only_once_that_many_probes_showed_it_wrong() -> None:
+    policy = AsyncHyperband(6, 2, 3, 1, escalate=True, rung_checks=5, rung_check_fails=2)
+    log = _run_one_worker(policy, {"fast": FAST, "slow1": SLOW})
+    # the first slow starter beats the promoted trial at epoch 4: one showing, the rung stands
+    assert log[1] == ("slow1", 6, StopReason.COMPLETED)
+    assert (policy.checks.shown, policy.checks.failed, policy.open_brackets) == (1, False, 1)
+    policy.on_add("slow2")
+    for e, loss in enumerate(SLOW[:3], start=1):
+        assert policy.on_result("slow2", e, loss, float(e)) is Decision.CONTINUE
+        assert not policy.checks.failed
+    assert policy.on_result("slow2", 4, SLOW[3], 4.0) is Decision.CONTINUE
+    assert (policy.checks.shown, policy.checks.failed, policy.open_brackets) == (2, True, 2)
+    # the count is in the saved state, and a state saved before it reads a failed rung as shown once
+    saved = json.loads(json.dumps(policy.state_dict()))
+    assert saved["checks"]["shown"] == 2 and saved["geometry"]["rung_check_fails"] == 2
+    resumed = AsyncHyperband(6, 2, 3, 1, escalate=True, rung_checks=5, rung_check_fails=2)
+    resumed.load_state_dict(saved)
+    assert resumed.checks.shown == 2 and resumed.checks.failed
+    del saved["checks"]["shown"]
+    resumed.load_state_dict(saved)
+    assert resumed.checks.shown == 1
+    # the default, one showing, fails the rung on the first slow starter
+    assert "rung_check_fails" not in _checked(5).geometry()
+    one = _checked(5)
+    _run_one_worker(one, {"fast": FAST, "slow1": SLOW})
+    assert one.checks.failed and one.open_brackets == 2
+
+
+@pytest.mark.parametrize("bad", [0, -1, 1.5, True, "2"])
+def test_rung_check_fails_refuses_what_is_not_a_positive_count(bad: object) -> None:
+    with pytest.raises(ConfigError, match=r"^scheduler\.rung_check_fails: must be a whole number >= 1; got "):
+        AsyncHyperband(6, 2, 3, rung_checks=5, rung_check_fails=bad)  # type: ignore[arg-type]
+
+
 def test_a_probe_ended_outside_the_policy_counts_as_a_passed_check() -> None:
     # the stopper (or a crash) ends the probe: Ray's scheduler and the simulator tell on_end
     policy = _checked(1)
