@@ -362,6 +362,7 @@ _FLAGS: dict[str, tuple[str, Any]] = {
     "I": ("noise_credit", True),
     "F": ("noise_veto", True),
     "V": ("noise_aware", True),
+    "j": ("hedge", True),
 }
 
 
@@ -385,7 +386,6 @@ _NUMBERED: dict[str, tuple[str, str]] = {
     "z": ("random_every", _WHOLE),
     "h": ("rung_checks", _WHOLE),
     "y": ("probe_paces", _REAL),
-    "S": ("rung_check_fails", _WHOLE),
 }
 
 
@@ -446,8 +446,9 @@ def parse_variant(method: str) -> tuple[str, dict[str, Any]]:
     (``AsyncHyperband(warmup_trials=w)``); ``W0``: off.
     ``J`` (any costtune-hb method): every bracket that fits opens when the sweep stalls
     (``AsyncHyperband(escalate=True)``, a sweep's ``scheduler.escalate``, on by default since
-    stop 31: the default row was ``costtune-hb-rel-tpe:r0.3sGCW10i5J`` until stop 35, and is
-    ``costtune-hb-rel-tpe:r0.3sGCW10i5JV`` since); ``b<n>``: how many are open from the start.
+    stop 31: the default row was ``costtune-hb-rel-tpe:r0.3sGCW10i5J`` until stop 35,
+    ``costtune-hb-rel-tpe:r0.3sGCW10i5JV`` until stop 38, and is ``…JVj`` since); ``b<n>``: how
+    many are open from the start.
     ``Y`` (costtune-hb-rel-tpe, a prototype): the stopper does not stop a trial of a later
     bracket before that bracket's first rung (:class:`BracketGuard`).
     ``D`` (costtune-hb-rel-tpe, a prototype): a trial meets its bracket's first rung at that
@@ -477,8 +478,12 @@ def parse_variant(method: str) -> tuple[str, dict[str, Any]]:
     ``z<k>`` (TPE methods, a prototype): every k-th model-driven trial starts at a uniform random
     point (seeded) in place of the searcher's proposal, as BOHB and SMAC interleave random
     configurations.
-    ``S<k>`` (with ``h<c>``): the first rung fails its checks once k probes have shown it wrong
-    (``AsyncHyperband(rung_check_fails=k)``; default 1).
+    ``j`` (any costtune-hb method, with ``J``): Hyperband's bracket without rungs among those a
+    stall opens, the stopper's pace waiting for a later bracket's first rung (never, in that
+    bracket), and every new trial going there once one of its trials is the sweep's best
+    (``AsyncHyperband(hedge=True)``, a sweep's ``scheduler.hedge``). Stop 38 measured it first
+    as a prototype written apart, ``H999999Y`` with a switch (the same decisions on LCBench's
+    dev tasks and on ``slow_starters.py``'s tables; the commit before ``hedge`` has it).
     ``v``: a trial the look-ahead pruned is told to TPE at its estimated loss at the rung
     (``AsyncHyperband.rung_estimate``), not at its last loss.
     """

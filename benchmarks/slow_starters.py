@@ -41,7 +41,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from costtune.analysis import MOVED_SHARE
 from costtune.curves import Curve
 from costtune.policy import AsyncHyperband, Decision, MarginalRoiStopping, StoppingRule, auto_warmup_trials
-from costtune.policy.hyperband import RUNG_CHECKS_DEFAULT
+from costtune.policy.hyperband import HEDGE_DEFAULT, RUNG_CHECKS_DEFAULT
 from costtune.policy.stopping import NOISE_AWARE_DEFAULT
 from costtune.pool import GpPool
 from costtune.simulate import simulate
@@ -88,9 +88,9 @@ SETTINGS = (
     "default + stall 2%",
     "default + noise-aware",
     "default + rung checks",
-    "default + rung checks x2",
-    "default + rung checks x3",
-    "default + hedge",
+    "--no-hedge",
+    "hedge prototype",
+    "hedge prototype no switch",
 )
 
 
@@ -190,10 +190,36 @@ class HedgeBracket:
     (η = 5, three brackets) to full runs, which no early loss judges."""
 
     @staticmethod
-    def around(policy: AsyncHyperband) -> AsyncHyperband:
+    def around(policy: AsyncHyperband, switch: bool = False) -> AsyncHyperband:
+        """``switch``: once a trial of the bracket without rungs is the sweep's best, every new
+        trial goes there (a trial no early loss judged beat all the rungs let through)."""
         policy.rungs_by_bracket.append([])
         policy.rungs.append({})
-        return policy
+        if not switch:
+            return policy
+        inner = policy
+
+        class Switching:
+            def on_add(self, trial: str) -> int:
+                if getattr(inner, "_hedge_won", False):
+                    from costtune.policy.hyperband import TrialState
+
+                    inner.trials[trial] = TrialState(bracket=len(inner.rungs_by_bracket) - 1)
+                    return len(inner.rungs_by_bracket) - 1
+                return inner.on_add(trial)
+
+            def on_result(self, trial: str, epoch: int, loss: float, usd: float) -> Decision:
+                before = inner.best_loss
+                decision = inner.on_result(trial, epoch, loss, usd)
+                state = inner.trials[trial]
+                if state.bracket == len(inner.rungs_by_bracket) - 1 and loss < before:
+                    inner._hedge_won = True  # type: ignore[attr-defined]
+                return decision
+
+            def __getattr__(self, name: str) -> Any:
+                return getattr(inner, name)
+
+        return Switching()  # type: ignore[return-value]
 
     @staticmethod
     def stopper(stopping: MarginalRoiStopping, policy: AsyncHyperband) -> Any:
@@ -226,16 +252,15 @@ def replay(curves: list[Curve], setting: str, seed: int) -> Any:
         "default + stall 2%",
         "default + noise-aware",
         "default + rung checks",
-        "default + rung checks x2",
-        "default + rung checks x3",
-        "default + hedge",
+        "--no-hedge",
+        "hedge prototype",
+        "hedge prototype no switch",
     )
     if setting in (*with_default_rungs, "rungs only"):
         escalate = setting != "--no-escalate"
         warmup = auto_warmup_trials(5, len(curves))
         stall = 0.02 if setting == "default + stall 2%" else 0.0
-        checks = 5 if setting.startswith("default + rung checks") else RUNG_CHECKS_DEFAULT
-        fails = int(setting[-1]) if setting.startswith("default + rung checks x") else 1
+        checks = 5 if setting == "default + rung checks" else RUNG_CHECKS_DEFAULT
         policy = AsyncHyperband(
             EPOCHS,
             5,
@@ -248,14 +273,17 @@ def replay(curves: list[Curve], setting: str, seed: int) -> Any:
             escalate,
             stall,
             rung_checks=checks,
-            rung_check_fails=fails,
+            # the default's hedge; the prototypes bring their own, --no-escalate has nothing to hedge
+            hedge=HEDGE_DEFAULT
+            and escalate
+            and setting not in ("--no-hedge", "hedge prototype", "hedge prototype no switch"),
         )
     if setting in (*with_default_rungs, "stopper only"):
         noise_aware = NOISE_AWARE_DEFAULT or setting == "default + noise-aware"
         rule = StoppingRule(min_relative_roi=0.3, spare_best=True, max_epochs=EPOCHS, noise_aware=noise_aware)
         stopping = MarginalRoiStopping(rule)
-    if setting == "default + hedge" and policy is not None and stopping is not None:
-        policy = HedgeBracket.around(policy)
+    if setting.startswith("hedge prototype") and policy is not None and stopping is not None:
+        policy = HedgeBracket.around(policy, switch=not setting.endswith("no switch"))
         stopping = HedgeBracket.stopper(stopping, policy)
     if setting == "default + flat guard" and policy is not None and stopping is not None:
         guard = FlatStartGuard()

@@ -18,7 +18,7 @@ from typing import Any, NoReturn
 import click
 
 from costtune.errors import ConfigError, CosttuneError
-from costtune.policy.hyperband import LOOKAHEAD_DEFAULT, RUNG_CHECKS_DEFAULT
+from costtune.policy.hyperband import HEDGE_DEFAULT, LOOKAHEAD_DEFAULT, RUNG_CHECKS_DEFAULT
 from costtune.policy.stopping import NOISE_AWARE_DEFAULT
 
 EXIT_FAILED = 1
@@ -672,6 +672,14 @@ def watch_idle(
     "eta² trials since), every bracket that fits opens, as a sweep's scheduler.escalate (on by default).",
 )
 @click.option(
+    "--hedge/--no-hedge",
+    default=HEDGE_DEFAULT,
+    show_default=True,
+    help="with --escalate: a stall also opens Hyperband's bracket without rungs, the stopping rule waits "
+    "for a later bracket's first rung, and once a full run is the best every new trial is one, as a "
+    "sweep's scheduler.hedge.",
+)
+@click.option(
     "--rung-checks",
     type=click.IntRange(min=0),
     default=RUNG_CHECKS_DEFAULT,
@@ -737,6 +745,7 @@ def replay(
     lookahead: int,
     warmup_trials: int | None,
     escalate: bool,
+    hedge: bool,
     rung_checks: int,
     searcher: str,
     seed: int,
@@ -788,6 +797,7 @@ def replay(
                 warmup,
                 escalate,
                 rung_checks=rung_checks,
+                hedge=hedge and escalate,
             )
             if scheduler == "hyperband"
             else None
@@ -858,6 +868,7 @@ def replay(
         "warmup_trials": warmup if scheduler == "hyperband" else None,
         "escalate": escalate if scheduler == "hyperband" else None,
         "rung_checks": rung_checks if scheduler == "hyperband" else None,
+        "hedge": hedge and escalate if scheduler == "hyperband" else None,
     }
     notes = costtune_run.findings(longest)  # what its own curves say of its decisions
     if as_json:

@@ -20,7 +20,12 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from costtune.cost import CostModel, canonical_device
 from costtune.errors import ConfigError
-from costtune.policy.hyperband import LOOKAHEAD_DEFAULT, RUNG_CHECKS_DEFAULT, auto_warmup_trials
+from costtune.policy.hyperband import (
+    HEDGE_DEFAULT,
+    LOOKAHEAD_DEFAULT,
+    RUNG_CHECKS_DEFAULT,
+    auto_warmup_trials,
+)
 from costtune.policy.stopping import NOISE_AWARE_DEFAULT
 
 
@@ -192,6 +197,13 @@ class SchedulerConfig(_Strict):
         "before, and eta² trials started since), every Hyperband bracket that fits opens: later "
         "brackets first judge a trial at eta·grace, eta²·grace, … epochs (on by default: it rescues "
         "sweeps whose early ranks mislead and leaves the others alone); false: the brackets stay as set",
+    )
+    hedge: bool = Field(
+        HEDGE_DEFAULT,
+        description="with escalate: a stall also opens Hyperband's bracket without rungs (plain full runs), "
+        "the stopping rule waits for a later bracket's first rung (never stops a trial of that bracket "
+        "on its pace), and once a full run is the sweep's best every new trial is one (on by default: "
+        "it rescues sweeps whose curves stay flat before they drop; without escalate it does nothing)",
     )
     rung_checks: int = Field(
         RUNG_CHECKS_DEFAULT,

@@ -17,7 +17,10 @@ Stalled (``scheduler.escalate``): a sweep whose best stops improving opens every
 bracket that fits, and its later trials are judged first at η·r, η²·r, … epochs. It can open
 only once η² trials have started since the best last improved, so only sweeps of more than
 η² + 1 trials get this figure: the expected epochs with every bracket open from the first
-trial, an upper bound on what escalation adds (it opens them later, or never).
+trial, an upper bound on what escalation adds (it opens them later, or never). With
+``scheduler.hedge`` the brackets it opens include one of full runs; should the sweep then switch
+to full runs (a full run the first rung would have pruned becomes its best), only the worst
+case bounds it.
 """
 
 from __future__ import annotations
@@ -97,17 +100,21 @@ def expected_epochs_hyperband(
     keep: Keep = Keep.FLOOR,
     warmup: int | None = None,
     warm_brackets: int | None = None,
+    hedge: bool = False,
 ) -> float:
     """Expected epochs of an asynchronous Hyperband sweep (see the module docstring); each
     bracket's first rung warmed up over ``warmup`` trials (``scheduler.warmup_trials``), or only
-    the first ``warm_brackets`` brackets' (an escalating sweep warms up bracket 0 alone)."""
+    the first ``warm_brackets`` brackets' (an escalating sweep warms up bracket 0 alone). With
+    ``hedge`` and every bracket open, Hyperband's bracket without rungs (full runs) is one more."""
     most = max_bracket_index(grace_epochs, eta, max_epochs) + 1
-    n_brackets = brackets or most
-    weights = bracket_weights(n_brackets, eta)
+    ladders = [rung_epochs(grace_epochs, eta, max_epochs, b) for b in range(brackets or most)]
+    if hedge and brackets is None and ladders[-1]:
+        ladders.append([])
+    weights = bracket_weights(len(ladders), eta)
     total = 0.0
     for b, weight in enumerate(weights):
         arrivals = trials * weight / sum(weights)
-        ladder = [*rung_epochs(grace_epochs, eta, max_epochs, b), max_epochs]
+        ladder = [*ladders[b], max_epochs]
         done = 0
         for i, epochs in enumerate(ladder):
             total += arrivals * (epochs - done)
@@ -153,8 +160,9 @@ def estimate(
     s = config.scheduler
     stalled_epochs: float | None = None
     if s.type == "cost_aware_hyperband":
+        hedge = s.escalate and s.hedge
 
-        def hyperband_epochs(brackets: int | None) -> float:
+        def hyperband_epochs(brackets: int | None, stalled: bool = False) -> float:
             # an escalating policy warms up bracket 0's first rung alone
             return expected_epochs_hyperband(
                 trials,
@@ -165,6 +173,7 @@ def estimate(
                 Keep(s.keep),
                 warmup_trials(config),
                 warm_brackets=1 if s.escalate else None,
+                hedge=hedge and stalled,  # the bracket of full runs opens on a stall only
             )
 
         expected_epochs = hyperband_epochs(s.brackets)
@@ -174,10 +183,14 @@ def estimate(
             "expected promotions assume random arrival order"
         )
         most = max_bracket_index(s.grace_epochs, s.eta, config.max_epochs) + 1
-        if s.escalate and (s.brackets or most) < most and trials > s.eta**2 + 1:
-            stalled_epochs = max(hyperband_epochs(None), expected_epochs)
+        hedged = hedge and bool(rung_epochs(s.grace_epochs, s.eta, config.max_epochs, most - 1))
+        if s.escalate and (s.brackets or most) < most + hedged and trials > s.eta**2 + 1:
+            stalled_epochs = max(hyperband_epochs(None, stalled=True), expected_epochs)
             geometry += (
-                f"; stalled: escalate opens all {most} brackets (counted as open from the first trial)"
+                f"; stalled: escalate opens all {most + hedged} brackets"
+                + (", one of full runs (hedge)" if hedge else "")
+                + " (counted as open from the first trial"
+                + ("; a switch to full runs is bounded by the worst case)" if hedge else ")")
             )
     else:
         expected_epochs = worst_epochs

@@ -164,6 +164,8 @@ def simulate(
             # ends too): the sweep's spend, its best and the curve model's references count it
             hours = curve.seconds_until(epoch) * curve.devices / 3600
             said = stopping.on_result(config_id, loss, hours, spent_by_trial[config_id])
+            if said is not None and policy is not None and epoch < policy.stopper_waits_until(config_id):
+                said = None  # a later bracket's trial, before its first rung: the rungs judge it
             stop = stop or said is not None
         took = time.perf_counter() - began
         sim.decision_seconds += took

@@ -371,6 +371,7 @@ def _run(
             warmup_trials=warmup_trials(config),
             escalate=config.scheduler.escalate,
             rung_checks=config.scheduler.rung_checks,
+            hedge=config.scheduler.hedge and config.scheduler.escalate,
             cost_model=cost_model,
             seconds_field=config.cost.time_field,
             governor=governor,
@@ -789,15 +790,28 @@ def check_scheduler_state(config: SweepConfig, path: Path) -> None:
         s.keep,
         escalate=s.escalate,
         rung_checks=s.rung_checks,
+        hedge=s.hedge and s.escalate,
     ).geometry()
     saved = read_state(path)["policy"].get("geometry")
     if saved is None:
         return
+    if "hedge" not in s.model_fields_set:  # a run saved before the field: it ran without
+        now.pop("hedge", None)
     # a geometry names escalate and rung_checks only when on (a state saved before they existed
     # has neither)
     now, saved = (
-        {**now, "escalate": bool(now.get("escalate")), "rung_checks": int(now.get("rung_checks", 0))},
-        {**saved, "escalate": bool(saved.get("escalate")), "rung_checks": int(saved.get("rung_checks", 0))},
+        {
+            **now,
+            "escalate": bool(now.get("escalate")),
+            "rung_checks": int(now.get("rung_checks", 0)),
+            "hedge": bool(now.get("hedge")),
+        },
+        {
+            **saved,
+            "escalate": bool(saved.get("escalate")),
+            "rung_checks": int(saved.get("rung_checks", 0)),
+            "hedge": bool(saved.get("hedge")),
+        },
     )
     if saved == now:
         return

@@ -93,7 +93,12 @@ def test_the_stalled_figure_bounds_what_an_escalating_policy_spends_on_a_stalled
     orders = 400
     for _ in range(orders):
         policy = AsyncHyperband(
-            max_epochs=9, grace_epochs=1, eta=3, warmup_trials=warmup_trials(config), escalate=True
+            max_epochs=9,
+            grace_epochs=1,
+            eta=3,
+            warmup_trials=warmup_trials(config),
+            escalate=True,
+            hedge=config.scheduler.hedge,  # its bracket of full runs opens too (no switch here)
         )
         losses = [0.0, *rng.sample(range(1, 100), 29)]  # the first trial is the sweep's best
         for i, loss in enumerate(losses):
@@ -108,8 +113,12 @@ def test_the_stalled_figure_bounds_what_an_escalating_policy_spends_on_a_stalled
 
 def test_the_estimate_has_no_stalled_figure_where_escalation_cannot_open_a_bracket() -> None:
     assert estimate(parse_config(REFERENCE)).stalled_epochs is not None  # 64 trials, 3 brackets
-    for scheduler in ({"escalate": False}, {"brackets": None}, {"type": "fifo"}):
+    for scheduler in ({"escalate": False}, {"brackets": None, "hedge": False}, {"type": "fifo"}):
         assert estimate(parse_config({**REFERENCE, "scheduler": scheduler})).stalled_epochs is None
+    # every bracket with rungs open from the start: a stall still opens the one of full runs
+    hedged = estimate(parse_config({**REFERENCE, "scheduler": {"brackets": None}}))
+    assert hedged.stalled_epochs is not None and hedged.expected_epochs < hedged.stalled_epochs
+    assert any("one of full runs (hedge)" in line for line in hedged.assumptions)
     # η² = 25 trials must start after the best last improved: 26 trials leave none to escalate
     assert estimate(parse_config({**REFERENCE, "num_samples": 26})).stalled_epochs is None
     assert estimate(parse_config({**REFERENCE, "num_samples": 27})).stalled_epochs is not None

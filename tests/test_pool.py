@@ -16,7 +16,7 @@ from costtune.cli import main
 from costtune.curves import Curve, curves_from_frame
 from costtune.errors import ConfigError
 from costtune.policy import AsyncHyperband, OutlookRule, OutlookStopping, StopReason
-from costtune.policy.hyperband import RUNG_CHECKS_DEFAULT
+from costtune.policy.hyperband import HEDGE_DEFAULT, RUNG_CHECKS_DEFAULT
 from costtune.pool import GpPool, OrderedPool, TpePool, distance, infer_space
 from costtune.simulate import simulate
 
@@ -205,6 +205,7 @@ def test_replay_cli_with_searcher_stopping_budget_and_seed(tmp_path) -> None:
         "warmup_trials": 4,  # auto: 2 × eta, at most a tenth of the 40 configurations
         "escalate": True,  # a sweep's default
         "rung_checks": RUNG_CHECKS_DEFAULT,  # as is this
+        "hedge": HEDGE_DEFAULT,  # and this
     }
     assert data["runs"]["recorded"]["truncated"] == 1
     assert data["runs"]["costtune"]["cost_usd"] <= 3.0 + 60 / 3600 * 2.5

@@ -21,6 +21,7 @@ from costtune.policy import (
     StoppingRule,
     StopReason,
 )
+from costtune.policy.hyperband import HEDGE_DEFAULT
 from costtune.policy.stopping import NOISE_AWARE_DEFAULT
 from costtune.simulate import simulate
 from tests.policy.test_hyperband import CURVES
@@ -594,6 +595,36 @@ def test_replay_cli_stops_with_the_sweeps_default_rule(table_path) -> None:
     assert default["runs"]["costtune"]["best_val_loss"] == none["runs"]["costtune"]["best_val_loss"]
 
 
+def test_replay_cli_hedges_curves_that_stay_flat_before_they_drop(tmp_path) -> None:
+    """`costtune replay` with the hedge (the default) and `--no-hedge`: one good trial, eleven
+    worse ones, then curves flat until epoch 7 that end best. Without the hedge the sweep stalls,
+    opens its later brackets, and every flat start is still pruned; with it, a full run the first
+    rung would have pruned becomes the best, and the sweep switches to full runs."""
+    epochs = 12
+    curves = {"c00": [1.0, 0.6, 0.5, 0.45] + [0.42] * (epochs - 4)}
+    curves.update(
+        {f"c{i:02d}": [1.0 + i / 100, 0.9 + i / 100] + [0.85 + i / 100] * (epochs - 2) for i in range(1, 12)}
+    )
+    curves.update(
+        {f"c{i:02d}": [1.05 + i / 1000] * 7 + [0.5, 0.3, 0.2, 0.15, 0.1 + i / 1000] for i in range(12, 30)}
+    )
+    path = _write_table(tmp_path, curves)
+
+    def run(*extra: str) -> dict:
+        args = ["replay", str(path), "--grace-epochs", "2", "--eta", "3", "--price", "1", "--json", *extra]
+        result = CliRunner().invoke(main, args)
+        assert result.exit_code == 0, result.output
+        return json.loads(result.output)
+
+    hedged, plain = run(), run("--no-hedge")
+    assert hedged["settings"]["hedge"] is HEDGE_DEFAULT is True and plain["settings"]["hedge"] is False
+    assert (
+        hedged["runs"]["costtune"]["best_val_loss"] < 0.2 < 0.5 < plain["runs"]["costtune"]["best_val_loss"]
+    )
+    # --no-escalate: nothing opens, the hedge with it
+    assert run("--no-escalate")["settings"]["hedge"] is False
+
+
 @pytest.mark.ray
 def test_a_sweep_that_judged_flat_starts_says_so_in_its_report_and_replay(
     ray_session, tmp_path, capsys
@@ -677,3 +708,49 @@ def test_rung_checks_in_a_ray_sweep_probe_and_open_the_brackets_like_the_simulat
     assert state["checks"]["failed"] is True and state["checks"]["probes"] == policy.checks.probes
     plain = AsyncHyperband(max_epochs=6, grace_epochs=2, eta=3, brackets=1, escalate=True)
     assert simulate([table[c] for c in ran], plain, workers=1).stopped_at["c1"] == 2
+
+
+@pytest.mark.ray
+def test_the_hedge_in_a_ray_sweep_runs_flat_starts_in_full_and_switches_like_the_simulator(
+    ray_session, tmp_path
+) -> None:
+    """`scheduler.hedge` in a real sweep (8 epochs, grace 2, η 2, the relative stopper judging
+    from epoch 2, one trial at a time): a good trial, eight worse ones the first rung prunes
+    (the sweep stalls and every bracket opens), then curves flat until epoch 5 that end best. A
+    flat trial of the bracket without rungs is not stopped by the stopper's pace, ends the
+    sweep's best, and every later trial is a full run. Ray's scheduler and stopper end the same
+    trials at the same epochs as the pure policy and rule in the simulator; without the hedge,
+    the stopper ends every flat start at epoch 2."""
+    curves = {"c00": [1.0, 0.6, 0.5, 0.45, 0.42, 0.41, 0.40, 0.40]}
+    curves.update({f"c{i:02d}": [1.0 + i / 100, 0.9 + i / 100] + [0.85 + i / 100] * 6 for i in range(1, 9)})
+    curves.update({f"c{i:02d}": [1.0 + i / 1000] * 5 + [0.3, 0.2, 0.1 + i / 1000] for i in range(9, 16)})
+    path = _write_table(tmp_path, curves)
+    settings = {"min_relative_roi": 0.3, "window_epochs": 1, "min_epochs": 2, "noise_aware": True}
+    geometry = {"grace_epochs": 2, "eta": 2, "brackets": 1, "escalate": True, "warmup_trials": None}
+    frame, ran = _replay_in_ray(
+        path,
+        tmp_path / "run",
+        max_epochs=8,
+        scheduler={**geometry, "hedge": True},
+        stopping=settings,
+        search_space={"config_id": {"type": "choice", "values": list(curves)}},
+    )
+    table = load_curves(str(path))
+    rule = StoppingRule(spare_best=True, max_epochs=8, **settings)  # type: ignore[arg-type]
+
+    def simulated(hedge: bool) -> tuple[dict[str, int], AsyncHyperband]:
+        policy = AsyncHyperband(8, 2, 2, 1, escalate=True, hedge=hedge)
+        sim = simulate(
+            [table[c] for c in ran], policy, stopping=MarginalRoiStopping(rule), usd_per_device_hour=1.0
+        )
+        return sim.stopped_at, policy
+
+    expected, policy = simulated(True)
+    assert frame["epochs"].to_dict() == expected
+    full_flat = [c for c in ran if c >= "c09" and expected[c] == 8]
+    assert full_flat and policy.switched  # a flat start ran in full and switched the sweep
+    assert frame.loc[full_flat, "best_val_loss"].min() < 0.2
+    state = json.loads((tmp_path / "run" / "scheduler_state.json").read_text())["policy"]
+    assert state["escalation"]["switched"] is True and state["geometry"]["hedge"] is True
+    without, _ = simulated(False)
+    assert all(without[c] == 2 for c in ran if c >= "c09")

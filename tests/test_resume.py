@@ -334,6 +334,8 @@ def test_a_resume_refuses_a_config_edited_away_from_the_scheduler_that_ran(small
     from click.testing import CliRunner
 
     from costtune.cli import main
+    from costtune.config import parse_config
+    from costtune.sweep import check_scheduler_state
 
     run = tmp_path / "run"
     shutil.copytree(small_run.output_dir, run)
@@ -363,6 +365,20 @@ def test_a_resume_refuses_a_config_edited_away_from_the_scheduler_that_ran(small
     assert "config.yaml: scheduler.rung_checks is 2, but the sweep ran with 0" in result.output
     assert (run / "ledger.jsonl").read_bytes() == before
     config["scheduler"]["rung_checks"] = 0
+    # the hedge turned off after the run: refused the same way; a config.yaml saved before the
+    # field existed (no hedge key) resumes the run as it ran
+    config["scheduler"]["hedge"] = False
+    (run / "config.yaml").write_text(yaml.safe_dump(config))
+    result = CliRunner().invoke(main, ["sweep", "--resume", str(run)])
+    assert result.exit_code == 2, result.output
+    assert "config.yaml: scheduler.hedge is False, but the sweep ran with True" in result.output
+    assert (run / "ledger.jsonl").read_bytes() == before
+    del config["scheduler"]["hedge"]
+    older = json.loads((run / "scheduler_state.json").read_text())
+    del older["policy"]["geometry"]["hedge"]
+    (tmp_path / "older_state.json").write_text(json.dumps(older))
+    check_scheduler_state(parse_config(config), tmp_path / "older_state.json")
+    config["scheduler"]["hedge"] = True
     # a state file damaged by hand is named, not a traceback
     config["scheduler"]["eta"] = 3
     (run / "config.yaml").write_text(yaml.safe_dump(config))

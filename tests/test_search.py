@@ -67,9 +67,10 @@ def test_the_sweeps_gp_is_the_one_the_benchmark_default_was_measured_with() -> N
 
 def test_the_sweeps_scheduler_is_the_one_the_benchmark_default_was_measured_with() -> None:
     """A sweep's default scheduler is the benchmark default row's policy
-    (``costtune-hb-rel-tpe:r0.3sGCW10i5J`` since stop 31): grace 5, η 5, one bracket that
-    opens every bracket on a stall (``J``, ``scheduler.escalate``), a first rung warmed up over
-    2η trials in a sweep that plans many."""
+    (``costtune-hb-rel-tpe:r0.3sGCW10i5J`` since stop 31, ``…JVj`` since stop 38): grace 5, η 5,
+    one bracket that opens every bracket on a stall (``J``, ``scheduler.escalate``), Hyperband's
+    bracket of full runs among them (``j``, ``scheduler.hedge``), a first rung warmed up over 2η
+    trials in a sweep that plans many."""
     import sys
     from pathlib import Path
 
@@ -82,6 +83,8 @@ def test_the_sweeps_scheduler_is_the_one_the_benchmark_default_was_measured_with
     s = SchedulerConfig()
     assert variant["escalate"] is s.escalate is True
     assert parse_variant("costtune-hb-rel-tpe:r0.3sGCW10i5")[1].get("escalate", False) is False
+    assert parse_variant("costtune-hb-rel-tpe:r0.3sGCW10i5JVj")[1]["hedge"] is s.hedge is True
+    assert parse_variant("costtune-hb-rel-tpe:r0.3sGCW10i5JV")[1].get("hedge", False) is False
     assert (s.grace_epochs, s.eta, s.brackets) == (5, 5, 1) and "brackets" not in variant
     config = parse_config(
         {

@@ -34,6 +34,8 @@ from costtune.policy.successive_halving import (
 LOOKAHEAD_DEFAULT: int | None = None
 #: ``scheduler.rung_checks`` and ``costtune replay --rung-checks`` unless set (0: off)
 RUNG_CHECKS_DEFAULT = 0
+#: ``scheduler.hedge`` and ``costtune replay --hedge`` unless set (with escalation)
+HEDGE_DEFAULT = True
 #: ``warmup_trials: auto`` holds back at most this share of a sweep's trials
 WARMUP_MAX_SHARE = 0.1
 
@@ -130,6 +132,16 @@ class AsyncHyperband:
             tasks, but on its test tasks 13% dearer at GRID (dearer in 70 of 106 changed runs,
             p = 0.001), where a pruned trial does at times beat the promoted ones and the opened
             brackets do not pay. An option, off by default (:data:`RUNG_CHECKS_DEFAULT`).
+        hedge: (with ``escalate``) Hyperband's most conservative bracket among those a stall
+            opens: plain full runs, no rungs. A trial of a later bracket is not judged by the
+            stopping rule's pace before its bracket's first rung, and one of this bracket never
+            (:meth:`stopper_waits_until`; a sweep's stopper asks it). Once a full run that
+            bracket 0's first rung would have pruned at its epoch is the sweep's best, the rung
+            has been shown to prune what ends best, and every new trial is a full run (the sweep
+            *switches*; :meth:`_hedge_result`). Where early losses rank well, the sweep rarely
+            stalls and nothing changes; where curves stay flat before they drop (the late
+            droppers end best), every early judgment is wrong and full runs are what find the
+            best (``benchmarks/RESULTS.md``, stop 38).
     """
 
     #: a policy pickled before the warm-up existed (a resumed older run) has none
@@ -139,9 +151,11 @@ class AsyncHyperband:
     #: nor these (a stall ended by any gain)
     stall_min_gain: float = 0.0
     first_loss: float | None = None
-    #: nor the rung checks (off), nor how many probes must show a rung wrong (one)
+    #: nor the hedge bracket (off)
+    hedge: bool = False
+    switched: bool = False
+    #: nor the rung checks (off)
     rung_checks: int = 0
-    rung_check_fails: int = 1
 
     def __init__(
         self,
@@ -156,21 +170,14 @@ class AsyncHyperband:
         escalate: bool = False,
         stall_min_gain: float = 0.0,
         rung_checks: int = 0,
-        rung_check_fails: int = 1,
+        hedge: bool = False,
     ) -> None:
         validate_geometry(grace_epochs, eta, max_epochs)
+        if hedge and not escalate:
+            raise ConfigError("scheduler.hedge: needs scheduler.escalate (the hedge opens on a stall)")
         if isinstance(rung_checks, bool) or not isinstance(rung_checks, int) or rung_checks < 0:
             raise ConfigError(f"scheduler.rung_checks: must be a whole number >= 0; got {rung_checks!r}")
         self.rung_checks = rung_checks
-        if (
-            isinstance(rung_check_fails, bool)
-            or not isinstance(rung_check_fails, int)
-            or rung_check_fails < 1
-        ):
-            raise ConfigError(
-                f"scheduler.rung_check_fails: must be a whole number >= 1; got {rung_check_fails!r}"
-            )
-        self.rung_check_fails = rung_check_fails
         if not 0 <= stall_min_gain < 1:
             raise ConfigError(f"scheduler: stall_min_gain must be in [0, 1); got {stall_min_gain!r}")
         self.stall_min_gain = float(stall_min_gain)
@@ -201,6 +208,14 @@ class AsyncHyperband:
         self.rungs_by_bracket = [
             rung_epochs(grace_epochs, eta, max_epochs, b) for b in range(most if self.escalate else brackets)
         ]
+        self.hedge = bool(hedge)
+        #: (``hedge``) whether a trial of the bracket without rungs has been the sweep's best:
+        #: from then on every new trial goes there
+        self.switched = False
+        #: (``hedge``) the full runs bracket 0's first rung would have pruned at its epoch
+        self.judged_wrong: set[str] = set()
+        if self.hedge and self.rungs_by_bracket[-1]:  # the last that fits may have no rungs already
+            self.rungs_by_bracket.append([])
         self.start_brackets = brackets
         #: brackets new trials may go to: 0..open_brackets-1
         self.open_brackets = brackets
@@ -233,6 +248,10 @@ class AsyncHyperband:
         """Assign a new trial to a bracket; returns the bracket index."""
         if trial_id in self.trials:
             return self.trials[trial_id].bracket
+        if self.switched:
+            self.trials[trial_id] = TrialState(bracket=len(self.rungs_by_bracket) - 1)
+            self.version += 1
+            return len(self.rungs_by_bracket) - 1
         total = sum(self._weights)
         for b, w in enumerate(self._weights):
             self._wrr[b] += w
@@ -256,6 +275,8 @@ class AsyncHyperband:
             return Decision.STOP
         state.epochs = max(state.epochs, epoch)
         if self.escalate:
+            if self.hedge and not self.switched and self._in_hedge(state):
+                self._hedge_result(trial_id, epoch, float(loss))
             self._track(trial_id, float(loss), float(cost_usd))
         if self.rung_checks:
             probed = self._probe_result(trial_id, epoch, float(loss))
@@ -299,6 +320,36 @@ class AsyncHyperband:
                     return Decision.STOP
         return Decision.CONTINUE
 
+    def _in_hedge(self, state: TrialState) -> bool:
+        return self.hedge and state.bracket == len(self.rungs_by_bracket) - 1
+
+    def _hedge_result(self, trial_id: str, epoch: int, loss: float) -> None:
+        """(``hedge``) At the first rung's epoch, note whether bracket 0's first rung would have
+        pruned this full run (by rank, against the trials it holds); once a full run it would
+        have pruned is the sweep's best, the sweep switches to full runs. A full run that the
+        rung would have kept becoming the best says nothing against the rungs: the searcher
+        found a better configuration, which the rungs would have let through too."""
+        first = self.rungs_by_bracket[0][0]
+        if epoch == first:
+            rung = self.rungs[0][first]
+            kept = promoted_count(len(rung) + 1, self.eta, self.keep)
+            if len(rung) >= kept and _key(loss) > rung.nth_loss(kept - 1):
+                self.judged_wrong.add(trial_id)
+                self.version += 1
+        if trial_id in self.judged_wrong and loss < self.best_loss:
+            self.switched = True  # a trial the first rung would have pruned is the sweep's best
+            self.version += 1
+
+    def stopper_waits_until(self, trial_id: str) -> int:
+        """(``hedge``) The epoch before which the stopping rule's pace does not stop this trial:
+        a later bracket's first rung (what the bracket is for), ``max_epochs`` + 1 in the
+        bracket without rungs, 0 otherwise (and for a trial the policy does not know)."""
+        state = self.trials.get(trial_id)
+        if not self.hedge or state is None or state.bracket == 0:
+            return 0
+        ladder = self.rungs_by_bracket[state.bracket]
+        return ladder[0] if ladder else self.max_epochs + 1
+
     def _probe_result(self, trial_id: str, epoch: int, loss: float) -> Decision | None:
         """(``rung_checks``) Book a result for the checks: the probe's decision, or ``None`` for
         any other trial (the rungs decide)."""
@@ -326,8 +377,7 @@ class AsyncHyperband:
                 return Decision.STOP
             if loss < c.promoted_best.get(epoch, -math.inf):
                 c.showed = True
-                c.shown += 1
-                if not c.failed and c.shown >= self.rung_check_fails:
+                if not c.failed:
                     c.failed = True
                     if self.escalate and self.open_brackets < len(self.rungs_by_bracket):
                         self._open_every_bracket()
@@ -475,7 +525,7 @@ class AsyncHyperband:
             "keep": self.keep.value,
             **({"escalate": True} if self.escalate else {}),
             **({"rung_checks": self.rung_checks} if self.rung_checks else {}),
-            **({"rung_check_fails": self.rung_check_fails} if self.rung_check_fails != 1 else {}),
+            **({"hedge": True} if self.hedge else {}),
         }
 
     def state_dict(self) -> dict[str, Any]:
@@ -505,6 +555,11 @@ class AsyncHyperband:
                         "first": None if self.first_loss is None else _encode(self.first_loss),
                         "mark_usd": self.mark_usd,
                         "mark_trials": self.mark_trials,
+                        **(
+                            {"switched": self.switched, "judged_wrong": sorted(self.judged_wrong)}
+                            if self.hedge
+                            else {}
+                        ),
                     }
                 }
                 if self.escalate
@@ -546,6 +601,8 @@ class AsyncHyperband:
                 self.first_loss = None
             self.mark_usd = float(escalation["mark_usd"])
             self.mark_trials = int(escalation["mark_trials"])
+            self.switched = bool(escalation.get("switched", False)) and self.hedge
+            self.judged_wrong = set(escalation.get("judged_wrong", [])) if self.hedge else set()
         self._wrr = list(state["wrr"])
         self.trials = {
             k: TrialState(
@@ -595,8 +652,6 @@ class _Checks:
     showed: bool = False
     probes: int = 0
     passed: int = 0
-    #: how many probes showed the rung wrong (it fails at ``rung_check_fails`` of them)
-    shown: int = 0
     failed: bool = False
     others_best: float = math.inf
     promoted_best: dict[int, float] = field(default_factory=dict)
@@ -608,7 +663,6 @@ class _Checks:
             "showed": self.showed,
             "probes": self.probes,
             "passed": self.passed,
-            "shown": self.shown,
             "failed": self.failed,
             "others_best": _encode(self.others_best),
             "promoted_best": {str(e): _encode(v) for e, v in self.promoted_best.items()},
@@ -622,8 +676,6 @@ class _Checks:
             showed=bool(d["showed"]),
             probes=int(d["probes"]),
             passed=int(d["passed"]),
-            # a state saved before the count: a failed rung had been shown wrong once
-            shown=int(d.get("shown", bool(d["failed"]))),
             failed=bool(d["failed"]),
             others_best=_decode(d["others_best"]),
             promoted_best={int(e): _decode(v) for e, v in d["promoted_best"].items()},

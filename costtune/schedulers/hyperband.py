@@ -63,6 +63,11 @@ class CostAwareHyperBand(GovernedMixin, FIFOScheduler):
         rung_checks: the first rung checks itself with up to this many probes (a trial it
             prunes while still falling fast runs on); one that shows the rung wrong opens every
             bracket (:class:`~costtune.policy.AsyncHyperband`); default 0: off.
+        hedge: (with ``escalate``) Hyperband's bracket without rungs opens with the others on a
+            stall; a later bracket's trial is not stopped by the sweep's stopping rule before its
+            first rung (never, in that bracket), and once one of its trials is the sweep's best
+            every new trial goes there (:class:`~costtune.policy.AsyncHyperband`); default
+            ``False``.
         cost_model: prices; default A100 at $2.50 per GPU-hour, CPU per core-hour.
         time_attr: result field that counts epochs (default ``training_iteration``).
         seconds_field: result field of metered seconds (default ``time_total_s``;
@@ -91,6 +96,7 @@ class CostAwareHyperBand(GovernedMixin, FIFOScheduler):
         warmup_trials: int | None = None,
         escalate: bool = False,
         rung_checks: int = 0,
+        hedge: bool = False,
         cost_model: CostModel | None = None,
         time_attr: str = "training_iteration",
         seconds_field: str = "time_total_s",
@@ -117,6 +123,7 @@ class CostAwareHyperBand(GovernedMixin, FIFOScheduler):
             warmup_trials,
             escalate,
             rung_checks=rung_checks,
+            hedge=hedge,
         )
         self.cost_model = cost_model or CostModel()
         self.time_attr = time_attr
@@ -134,6 +141,11 @@ class CostAwareHyperBand(GovernedMixin, FIFOScheduler):
         if not self._metric or self._mode not in ("min", "max"):
             raise ConfigError("CostAwareHyperBand: metric and mode must be set (here or in TuneConfig)")
         self.policy.on_add(trial.trial_id)
+        waits = self.policy.stopper_waits_until(trial.trial_id)
+        if waits and self.governor is not None:  # the stopper Tune calls reads it there
+            if not hasattr(self.governor, "stopper_waits"):  # pickled by an older costtune
+                self.governor.stopper_waits = {}
+            self.governor.stopper_waits[trial.trial_id] = waits
 
     def on_trial_result(self, tune_controller: Any, trial: Trial, result: dict) -> str:
         if self._metric not in result or self.time_attr not in result:

@@ -440,6 +440,64 @@ def test_the_first_loss_survives_a_round_trip_and_an_older_state_counts_gains_fr
     assert older.mark_trials == 2
 
 
+# the hedge: a good first trial, then nine worse ones pruned at the first rung: the sweep has spent
+# as much since its best as before, over η² trials, and stalls
+STALLING = {"a": [0.9, 0.5, 0.5, 0.5, 0.5, 0.5], **{f"p{i}": [1.0, 1.0] for i in range(9)}}
+
+
+def test_the_hedge_is_hyperbands_bracket_without_rungs_among_those_a_stall_opens() -> None:
+    assert AsyncHyperband(52, 5, 5, escalate=True, hedge=True).rungs_by_bracket == [[5, 25], [25], []]
+    # where the last bracket that fits has no rungs already, it is the hedge
+    assert AsyncHyperband(8, 2, 2, escalate=True, hedge=True).rungs_by_bracket == [[2, 4], [4], []]
+    assert AsyncHyperband(8, 2, 2, escalate=True).rungs_by_bracket == [[2, 4], [4], []]
+    with pytest.raises(ConfigError, match=r"^scheduler\.hedge: needs scheduler\.escalate"):
+        AsyncHyperband(52, 5, 5, hedge=True)
+    policy = AsyncHyperband(6, 2, 3, 1, escalate=True, hedge=True)
+    _run_one_worker(policy, STALLING)
+    assert policy.open_brackets == 2 and not policy.switched
+    placed = {t: policy.on_add(t) for t in ("n0", "n1", "n2", "n3", "n4")}
+    hedged = [t for t, b in placed.items() if b == 1]
+    ruled = [t for t, b in placed.items() if b == 0]
+    assert len(hedged) >= 2 and ruled
+    # the stopper's pace waits for a later bracket's first rung: never, in the one without rungs
+    assert [policy.stopper_waits_until(t) for t in (hedged[0], ruled[0], "a", "unknown")] == [7, 0, 0, 0]
+    assert AsyncHyperband(6, 2, 3, 1, escalate=True).stopper_waits_until("a") == 0
+    # a full run the first rung would have kept (0.45 at epoch 2, the best there) that becomes the
+    # sweep's best switches nothing: the searcher found a better configuration
+    good = [0.9, 0.45, 0.4, 0.4, 0.4, 0.4]
+    decisions = [policy.on_result(hedged[0], e, v, float(e)) for e, v in enumerate(good, 1)]
+    assert decisions[-1] is Decision.STOP and policy.best_loss == 0.4 and not policy.switched
+    # a full run that stays flat, then drops: no rung judges it; the first rung would have
+    # pruned it (1.05 at epoch 2, behind its cut), and once it is the sweep's best every new
+    # trial is a full run
+    flat_then_drop = [1.05, 1.05, 1.05, 1.05, 0.45, 0.3]
+    decisions = [policy.on_result(hedged[1], e, v, float(e)) for e, v in enumerate(flat_then_drop, 1)]
+    assert decisions == [Decision.CONTINUE] * 5 + [Decision.STOP]
+    assert policy.stop_reason(hedged[1]) is StopReason.COMPLETED and policy.switched
+    assert policy.judged_wrong == {hedged[1]}
+    assert {policy.on_add(f"m{i}") for i in range(6)} == {1}
+    # the switch is saved and resumed; a state saved before the hedge existed loads without it
+    saved = json.loads(json.dumps(policy.state_dict()))
+    assert saved["escalation"]["switched"] and saved["geometry"]["hedge"]
+    assert saved["escalation"]["judged_wrong"] == [hedged[1]]
+    resumed = AsyncHyperband(6, 2, 3, 1, escalate=True, hedge=True)
+    resumed.load_state_dict(saved)
+    assert resumed.switched and resumed.judged_wrong == {hedged[1]} and resumed.on_add("later") == 1
+    with pytest.raises(ConfigError, match=r"hedge True then, None now"):
+        AsyncHyperband(6, 2, 3, 1, escalate=True).load_state_dict(saved)
+
+
+def test_without_the_hedge_a_full_run_that_becomes_the_best_switches_nothing() -> None:
+    policy = AsyncHyperband(8, 2, 2, 1, escalate=True)  # its last bracket has no rungs, but no hedge
+    _run_one_worker(policy, STALLING)
+    assert policy.open_brackets == 3
+    full = next(t for t in (f"n{i}" for i in range(20)) if policy.on_add(t) == 2)
+    for e in range(1, 9):
+        policy.on_result(full, e, 0.1, float(e))
+    assert not policy.switched and {policy.on_add(f"m{i}") for i in range(12)} != {2}
+    assert policy.stopper_waits_until(full) == 0
+
+
 # rung checks: a fast starter the first rung promotes, a slow starter it prunes while it still
 # falls fast (2.0 → 1.0 over epochs 1 → 2, grace 2), which beats the promoted trial at epoch 4
 FAST = [1.0, 0.5, 0.45, 0.44, 0.43, 0.42]
@@ -493,40 +551,6 @@ def test_rung_checks_end_once_the_rung_passed_them_all() -> None:
         StopReason.RUNG_PRUNED,
     )
     assert policy.checks.probes == 0
-
-
-def test_with_rung_check_fails_the_rung_fails_only_once_that_many_probes_showed_it_wrong() -> None:
-    policy = AsyncHyperband(6, 2, 3, 1, escalate=True, rung_checks=5, rung_check_fails=2)
-    log = _run_one_worker(policy, {"fast": FAST, "slow1": SLOW})
-    # the first slow starter beats the promoted trial at epoch 4: one showing, the rung stands
-    assert log[1] == ("slow1", 6, StopReason.COMPLETED)
-    assert (policy.checks.shown, policy.checks.failed, policy.open_brackets) == (1, False, 1)
-    policy.on_add("slow2")
-    for e, loss in enumerate(SLOW[:3], start=1):
-        assert policy.on_result("slow2", e, loss, float(e)) is Decision.CONTINUE
-        assert not policy.checks.failed
-    assert policy.on_result("slow2", 4, SLOW[3], 4.0) is Decision.CONTINUE
-    assert (policy.checks.shown, policy.checks.failed, policy.open_brackets) == (2, True, 2)
-    # the count is in the saved state, and a state saved before it reads a failed rung as shown once
-    saved = json.loads(json.dumps(policy.state_dict()))
-    assert saved["checks"]["shown"] == 2 and saved["geometry"]["rung_check_fails"] == 2
-    resumed = AsyncHyperband(6, 2, 3, 1, escalate=True, rung_checks=5, rung_check_fails=2)
-    resumed.load_state_dict(saved)
-    assert resumed.checks.shown == 2 and resumed.checks.failed
-    del saved["checks"]["shown"]
-    resumed.load_state_dict(saved)
-    assert resumed.checks.shown == 1
-    # the default, one showing, fails the rung on the first slow starter
-    assert "rung_check_fails" not in _checked(5).geometry()
-    one = _checked(5)
-    _run_one_worker(one, {"fast": FAST, "slow1": SLOW})
-    assert one.checks.failed and one.open_brackets == 2
-
-
-@pytest.mark.parametrize("bad", [0, -1, 1.5, True, "2"])
-def test_rung_check_fails_refuses_what_is_not_a_positive_count(bad: object) -> None:
-    with pytest.raises(ConfigError, match=r"^scheduler\.rung_check_fails: must be a whole number >= 1; got "):
-        AsyncHyperband(6, 2, 3, rung_checks=5, rung_check_fails=bad)  # type: ignore[arg-type]
 
 
 def test_a_probe_ended_outside_the_policy_counts_as_a_passed_check() -> None:
