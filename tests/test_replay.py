@@ -408,12 +408,15 @@ def test_escalation_in_a_ray_sweep_opens_the_brackets_like_the_simulator(ray_ses
         search_space={"config_id": {"type": "choice", "values": list(curves)}},
     )
     table = load_curves(str(path))
-    policy = AsyncHyperband(max_epochs=3, grace_epochs=1, eta=2, brackets=1, escalate=True)
+    # the sweep's default hedge adds Hyperband's bracket of full runs to those a stall opens
+    policy = AsyncHyperband(
+        max_epochs=3, grace_epochs=1, eta=2, brackets=1, escalate=True, hedge=HEDGE_DEFAULT
+    )
     expected = simulate([table[c] for c in ran], policy, workers=1).stopped_at
     assert frame["epochs"].to_dict() == expected
-    assert policy.open_brackets == 2
+    assert policy.open_brackets == len(policy.rungs_by_bracket) == 2 + HEDGE_DEFAULT
     state = json.loads((run / "scheduler_state.json").read_text())["policy"]
-    assert state["escalation"]["open"] == 2 and state["geometry"]["escalate"] is True
+    assert state["escalation"]["open"] == policy.open_brackets and state["geometry"]["escalate"] is True
     assert any(expected[c] > 1 for c in ran[5:])  # after the stall: past the first rung
     plain = AsyncHyperband(max_epochs=3, grace_epochs=1, eta=2, brackets=1)
     stopped = simulate([table[c] for c in ran], plain, workers=1).stopped_at
