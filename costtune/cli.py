@@ -676,8 +676,8 @@ def watch_idle(
     default=HEDGE_DEFAULT,
     show_default=True,
     help="with --escalate: a stall also opens Hyperband's bracket without rungs, the stopping rule waits "
-    "for a later bracket's first rung, and once a full run is the best every new trial is one, as a "
-    "sweep's scheduler.hedge.",
+    "for a later bracket's first rung, and once a full run the first rung would have pruned is the best "
+    "every new trial is one, as a sweep's scheduler.hedge.",
 )
 @click.option(
     "--rung-checks",

@@ -209,8 +209,8 @@ class AsyncHyperband:
             rung_epochs(grace_epochs, eta, max_epochs, b) for b in range(most if self.escalate else brackets)
         ]
         self.hedge = bool(hedge)
-        #: (``hedge``) whether a trial of the bracket without rungs has been the sweep's best:
-        #: from then on every new trial goes there
+        #: (``hedge``) whether a full run the first rung would have pruned has been the sweep's
+        #: best: from then on every new trial goes to the bracket without rungs
         self.switched = False
         #: (``hedge``) the full runs bracket 0's first rung would have pruned at its epoch
         self.judged_wrong: set[str] = set()

@@ -65,9 +65,9 @@ class CostAwareHyperBand(GovernedMixin, FIFOScheduler):
             bracket (:class:`~costtune.policy.AsyncHyperband`); default 0: off.
         hedge: (with ``escalate``) Hyperband's bracket without rungs opens with the others on a
             stall; a later bracket's trial is not stopped by the sweep's stopping rule before its
-            first rung (never, in that bracket), and once one of its trials is the sweep's best
-            every new trial goes there (:class:`~costtune.policy.AsyncHyperband`); default
-            ``False``.
+            first rung (never, in that bracket), and once one of its trials that the first rung
+            would have pruned is the sweep's best every new trial goes there
+            (:class:`~costtune.policy.AsyncHyperband`); default ``False``.
         cost_model: prices; default A100 at $2.50 per GPU-hour, CPU per core-hour.
         time_attr: result field that counts epochs (default ``training_iteration``).
         seconds_field: result field of metered seconds (default ``time_total_s``;
