@@ -367,7 +367,7 @@ _FLAGS: dict[str, tuple[str, Any]] = {
 
 
 _REAL, _WHOLE = r"([0-9.]+)", r"([0-9]+)"
-#: parse_variant's numbered letters: letter → (keyword, its number); ``a0`` and ``W0`` mean off (None)
+#: parse_variant's numbered letters: letter → (keyword, its number); ``a0``, ``W0`` and ``S0`` mean off (None)
 _NUMBERED: dict[str, tuple[str, str]] = {
     "o": ("optimism", _REAL),
     "n": ("outlook_min_epochs", _WHOLE),
@@ -386,6 +386,7 @@ _NUMBERED: dict[str, tuple[str, str]] = {
     "z": ("random_every", _WHOLE),
     "h": ("rung_checks", _WHOLE),
     "y": ("probe_paces", _REAL),
+    "S": ("misrank_min", _WHOLE),
 }
 
 
@@ -484,6 +485,10 @@ def parse_variant(method: str) -> tuple[str, dict[str, Any]]:
     (``AsyncHyperband(hedge=True)``, a sweep's ``scheduler.hedge``). Stop 38 measured it first
     as a prototype written apart, ``H999999Y`` with a switch (the same decisions on LCBench's
     dev tasks and on ``slow_starters.py``'s tables; the commit before ``hedge`` has it).
+    ``S<n>`` (any costtune-hb method, with ``J``): the brackets open also once n trials bracket 0's
+    first rung kept reached its second rung with no more pairs of them in the same order there
+    as at the first than reversed (``AsyncHyperband(misrank_min=n)``, on with n = 6 in every
+    escalating sweep since stop 39); ``S0``: off, the default row before stop 39.
     ``v``: a trial the look-ahead pruned is told to TPE at its estimated loss at the rung
     (``AsyncHyperband.rung_estimate``), not at its last loss.
     """
@@ -496,7 +501,7 @@ def parse_variant(method: str) -> tuple[str, dict[str, Any]]:
             elif number == _REAL:
                 kwargs[key] = float(value)
             else:
-                kwargs[key] = None if letter in "aW" and int(value) == 0 else int(value)
+                kwargs[key] = None if letter in "aWS" and int(value) == 0 else int(value)
     numbered = "|".join(letter + number[1:-1] for letter, (_, number) in _NUMBERED.items())
     spec = re.sub(numbered + "|[" + "".join(_FLAGS) + "]", "", spec)
     unknown = re.sub(r"([gebpk])([0-9]+|[lcpf])", "", spec)

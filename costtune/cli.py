@@ -669,7 +669,8 @@ def watch_idle(
     default=True,
     show_default=True,
     help="when the replay stalls (as many dollars since the best last improved as before it, and "
-    "eta² trials since), every bracket that fits opens, as a sweep's scheduler.escalate (on by default).",
+    "eta² trials since), or the trials the first rung kept reverse their order at the second (6 or more, "
+    "Kendall's tau <= 0), every bracket that fits opens, as a sweep's scheduler.escalate (on by default).",
 )
 @click.option(
     "--hedge/--no-hedge",

@@ -14,10 +14,12 @@ the n/η of synchronous Hyperband. A Bayesian searcher that improves over time p
 more than this.
 
 Stalled (``scheduler.escalate``): a sweep whose best stops improving opens every Hyperband
-bracket that fits, and its later trials are judged first at η·r, η²·r, … epochs. It can open
-only once η² trials have started since the best last improved, so only sweeps of more than
-η² + 1 trials get this figure: the expected epochs with every bracket open from the first
-trial, an upper bound on what escalation adds (it opens them later, or never). With
+bracket that fits, and its later trials are judged first at η·r, η²·r, … epochs. A stall needs
+η² trials started since the best last improved; the other sign (the trials the first rung kept
+reverse their order at the second) needs ``MISRANK_MIN`` of them there. So only sweeps of more
+than η² + 1 trials, or of more than ``MISRANK_MIN`` where the first bracket has a second rung,
+get this figure: the expected epochs with every bracket open from the first trial, an upper
+bound on what escalation adds (it opens them later, or never). With
 ``scheduler.hedge`` the brackets it opens include one of full runs; should the sweep then switch
 to full runs (a full run the first rung would have pruned becomes its best), only the worst
 case bounds it.
@@ -33,6 +35,7 @@ from costtune.config import SweepConfig, planned_trials, warmup_trials
 from costtune.cost import device_hours, is_gpu
 from costtune.errors import ConfigError
 from costtune.policy import Keep, bracket_weights, max_bracket_index, rung_epochs
+from costtune.policy.hyperband import MISRANK_MIN
 from costtune.policy.successive_halving import promoted_count
 
 
@@ -184,7 +187,10 @@ def estimate(
         )
         most = max_bracket_index(s.grace_epochs, s.eta, config.max_epochs) + 1
         hedged = hedge and bool(rung_epochs(s.grace_epochs, s.eta, config.max_epochs, most - 1))
-        if s.escalate and (s.brackets or most) < most + hedged and trials > s.eta**2 + 1:
+        can_open = trials > s.eta**2 + 1 or (
+            trials > MISRANK_MIN and len(rung_epochs(s.grace_epochs, s.eta, config.max_epochs)) > 1
+        )
+        if s.escalate and (s.brackets or most) < most + hedged and can_open:
             stalled_epochs = max(hyperband_epochs(None, stalled=True), expected_epochs)
             geometry += (
                 f"; stalled: escalate opens all {most + hedged} brackets"

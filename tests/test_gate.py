@@ -14,6 +14,7 @@ from costtune.errors import ConfigError
 from costtune.estimate import estimate, expected_epochs_hyperband, expected_promotions
 from costtune.gate import check
 from costtune.policy import Keep
+from costtune.policy.hyperband import MISRANK_MIN
 from tests.conftest import REPO, SMALL
 
 APPROVAL = {
@@ -119,9 +120,14 @@ def test_the_estimate_has_no_stalled_figure_where_escalation_cannot_open_a_brack
     hedged = estimate(parse_config({**REFERENCE, "scheduler": {"brackets": None}}))
     assert hedged.stalled_epochs is not None and hedged.expected_epochs < hedged.stalled_epochs
     assert any("one of full runs (hedge)" in line for line in hedged.assumptions)
-    # η² = 25 trials must start after the best last improved: 26 trials leave none to escalate
-    assert estimate(parse_config({**REFERENCE, "num_samples": 26})).stalled_epochs is None
-    assert estimate(parse_config({**REFERENCE, "num_samples": 27})).stalled_epochs is not None
+    # a stall needs η² = 25 trials started after the best last improved, a reversed first rung
+    # MISRANK_MIN trials at the second rung: where bracket 0 has one rung, 26 trials leave none
+    # to escalate; where it has two, more than MISRANK_MIN do
+    one_rung = {**REFERENCE, "max_epochs": 20}  # rungs at 5 only; the hedge's full runs can open
+    assert estimate(parse_config({**one_rung, "num_samples": 26})).stalled_epochs is None
+    assert estimate(parse_config({**one_rung, "num_samples": 27})).stalled_epochs is not None
+    assert estimate(parse_config({**REFERENCE, "num_samples": MISRANK_MIN})).stalled_epochs is None
+    assert estimate(parse_config({**REFERENCE, "num_samples": MISRANK_MIN + 1})).stalled_epochs is not None
 
 
 def test_the_estimate_follows_the_keep_rule() -> None:

@@ -38,6 +38,9 @@ RUNG_CHECKS_DEFAULT = 0
 HEDGE_DEFAULT = True
 #: ``warmup_trials: auto`` holds back at most this share of a sweep's trials
 WARMUP_MAX_SHARE = 0.1
+#: (``escalate``) how many trials bracket 0's first rung kept must have reached its second rung
+#: before their orders at the two rungs are compared (:meth:`AsyncHyperband._misranked`)
+MISRANK_MIN = 6
 
 
 def auto_warmup_trials(eta: int, trials: int) -> int | None:
@@ -108,7 +111,14 @@ class AsyncHyperband:
             a sweep's ``scheduler.escalate`` turns it on since stop 31, when curves whose slow
             starters end best failed 9 of 9 runs without it). With it, only bracket 0's first
             rung is warmed up: the brackets it opens open late, with few trials to come, and
-            their first rungs judge later epochs.
+            their first rungs judge later epochs. A second sign opens them too, sooner than a
+            stall where a trickle of tiny gains keeps ending it: the trials the first rung kept
+            reach the second in no better agreement with their first-rung order than reversed
+            (:meth:`_misranked`; at least ``misrank_min`` of them, :data:`MISRANK_MIN` by
+            default; ``None``: the stall alone). On curves whose slow starters end best it
+            opened the brackets in 2 of 9 runs the stall had left closed (8 of 9 reached the
+            target against 6 of 9); on LCBench it changed 3 of 240 runs
+            (``benchmarks/RESULTS.md``, stop 39).
         stall_min_gain: (``escalate``) the least gain of the sweep's best, as a share of what
             it had gained below the first loss it saw, that ends a stall (default 0: any gain).
             Where a first rung full of fast starters that plateau finds a trickle of tiny
@@ -156,6 +166,11 @@ class AsyncHyperband:
     switched: bool = False
     #: nor the rung checks (off)
     rung_checks: int = 0
+    #: nor the order check (off; no pairs seen) or a record of what opened the brackets
+    misrank_min: int | None = None
+    concordant: int = 0
+    discordant: int = 0
+    opened_by: str | None = None
 
     def __init__(
         self,
@@ -171,6 +186,7 @@ class AsyncHyperband:
         stall_min_gain: float = 0.0,
         rung_checks: int = 0,
         hedge: bool = False,
+        misrank_min: int | None = MISRANK_MIN,
     ) -> None:
         validate_geometry(grace_epochs, eta, max_epochs)
         if hedge and not escalate:
@@ -182,6 +198,7 @@ class AsyncHyperband:
             raise ConfigError(f"scheduler: stall_min_gain must be in [0, 1); got {stall_min_gain!r}")
         self.stall_min_gain = float(stall_min_gain)
         self.warmup_trials = _positive_or_none(warmup_trials, "warmup_trials")
+        self.misrank_min = _positive_or_none(misrank_min, "misrank_min")
         self.lookahead = _positive_or_none(lookahead, "lookahead")
         most = max_bracket_index(grace_epochs, eta, max_epochs) + 1
         if brackets is None:
@@ -217,6 +234,13 @@ class AsyncHyperband:
         if self.hedge and self.rungs_by_bracket[-1]:  # the last that fits may have no rungs already
             self.rungs_by_bracket.append([])
         self.start_brackets = brackets
+        #: (``escalate``) the first- and second-rung losses of bracket 0's trials that reached its
+        #: second rung, and how many pairs of them those rungs put in the same / reversed order
+        self.ranked: list[tuple[float, float]] = []
+        self.concordant = self.discordant = 0
+        #: (``escalate``) what opened every bracket: ``"stall"``, ``"misranked"``,
+        #: ``"rung check"``; ``None`` while they are as set
+        self.opened_by: str | None = None
         #: brackets new trials may go to: 0..open_brackets-1
         self.open_brackets = brackets
         self._weights = bracket_weights(self.open_brackets, eta)
@@ -288,6 +312,8 @@ class AsyncHyperband:
                 continue
             rung.record(trial_id, RungEntry(loss=float(loss), cost_usd=float(cost_usd)))
             self.version += 1
+            if self.escalate and state.bracket == 0 and rung_at != self.rungs_by_bracket[0][0]:
+                self._rank(trial_id, rung_at, float(loss))
             warming_up = (
                 self.warmup_trials is not None
                 and rung_at == self.rungs_by_bracket[state.bracket][0]
@@ -380,7 +406,7 @@ class AsyncHyperband:
                 if not c.failed:
                     c.failed = True
                     if self.escalate and self.open_brackets < len(self.rungs_by_bracket):
-                        self._open_every_bracket()
+                        self._open_every_bracket("rung check")
         if epoch >= self.max_epochs:
             state.stop_reason = StopReason.COMPLETED
             self._end_probe(trial_id)
@@ -436,11 +462,62 @@ class AsyncHyperband:
             self.best_loss = loss
             self.version += 1
         elif self._stalled():
-            self._open_every_bracket()
+            self._open_every_bracket("stall")
             self.version += 1
 
-    def _open_every_bracket(self) -> None:
+    def _rank(self, trial_id: str, rung_at: int, loss: float) -> None:
+        """(``escalate``) Book a bracket-0 trial's loss at its second rung against its loss at
+        the first; open every bracket if the first rung now looks misranked."""
+        if (
+            self.misrank_min is None
+            or rung_at != self.rungs_by_bracket[0][1]
+            or self.open_brackets >= len(self.rungs_by_bracket)
+        ):
+            return
+        first = self.rungs[0][self.rungs_by_bracket[0][0]].get(trial_id)
+        if first is None or not (math.isfinite(first.loss) and math.isfinite(loss)):
+            return
+        if "ranked" not in self.__dict__:  # pickled before the check existed: this trial counted
+            self._count_ranked()
+        else:
+            for a, b in self.ranked:
+                order = (first.loss - a) * (loss - b)
+                self.concordant += order > 0
+                self.discordant += order < 0
+            self.ranked.append((first.loss, loss))
+        if self._misranked():
+            self._open_every_bracket("misranked")
+
+    def _count_ranked(self) -> None:
+        """Rebuild :attr:`ranked` and its pair counts from bracket 0's first two rungs."""
+        self.ranked, self.concordant, self.discordant = [], 0, 0
+        ladder = self.rungs_by_bracket[0]
+        if len(ladder) < 2:
+            return
+        first, second = self.rungs[0][ladder[0]], self.rungs[0][ladder[1]]
+        for trial_id in second:
+            a, b = first.get(trial_id), second[trial_id]
+            if a is not None and math.isfinite(a.loss) and math.isfinite(b.loss):
+                for x, y in self.ranked:
+                    order = (a.loss - x) * (b.loss - y)
+                    self.concordant += order > 0
+                    self.discordant += order < 0
+                self.ranked.append((a.loss, b.loss))
+
+    def _misranked(self) -> bool:
+        """Whether the first rung's order looks wrong: at least ``misrank_min`` trials it
+        kept reached the second rung, and no more pairs of them are in the same order at both
+        rungs than in reversed order (Kendall's τ ≤ 0). Read on the trials it kept, the sign
+        is what matters: where early ranks hold, the kept trials mostly keep their order
+        (LCBench: 3 of 240 runs ever saw τ ≤ 0); where the faster starters end worse, the
+        kept ones reverse. Only bracket 0's trials are read, and only until every bracket
+        is open: O(n) per arrival at the second rung."""
+        need = self.misrank_min
+        return need is not None and len(self.ranked) >= need and self.concordant <= self.discordant
+
+    def _open_every_bracket(self, why: str) -> None:
         """(``escalate``) From now on new trials are spread over every bracket that fits."""
+        self.opened_by = why
         self.open_brackets = len(self.rungs_by_bracket)
         self._weights = bracket_weights(self.open_brackets, self.eta)
         self._wrr = [0] * self.open_brackets
@@ -555,6 +632,7 @@ class AsyncHyperband:
                         "first": None if self.first_loss is None else _encode(self.first_loss),
                         "mark_usd": self.mark_usd,
                         "mark_trials": self.mark_trials,
+                        **({"opened_by": self.opened_by} if self.opened_by else {}),
                         **(
                             {"switched": self.switched, "judged_wrong": sorted(self.judged_wrong)}
                             if self.hedge
@@ -603,6 +681,8 @@ class AsyncHyperband:
             self.mark_trials = int(escalation["mark_trials"])
             self.switched = bool(escalation.get("switched", False)) and self.hedge
             self.judged_wrong = set(escalation.get("judged_wrong", [])) if self.hedge else set()
+            opened_by = escalation.get("opened_by")
+            self.opened_by = str(opened_by) if opened_by is not None else None
         self._wrr = list(state["wrr"])
         self.trials = {
             k: TrialState(
@@ -623,6 +703,8 @@ class AsyncHyperband:
             t: {int(e): _decode(v) for e, v in c.items()} for t, c in state.get("curves", {}).items()
         }
         self.estimates = {t: _decode(v) for t, v in state.get("estimates", {}).items()}
+        if self.escalate:
+            self._count_ranked()
         # a state saved without the checks (off then, or before they existed): none made yet
         checks = state.get("checks") if self.rung_checks else None
         self.checks = _Checks.from_dict(checks) if checks else _Checks()

@@ -57,7 +57,8 @@ class CostAwareHyperBand(GovernedMixin, FIFOScheduler):
             (default here: the scheduler does not know how many trials will come): off.
             A costtune sweep sets it from ``scheduler.warmup_trials`` (``auto``: 2η, at most
             a tenth of ``num_samples``).
-        escalate: when the sweep stalls, every bracket that fits opens
+        escalate: when the sweep stalls, or the trials the first rung kept reverse their order
+            at the second, every bracket that fits opens
             (:class:`~costtune.policy.AsyncHyperband`); default ``False``: ``brackets`` stay
             as set.
         rung_checks: the first rung checks itself with up to this many probes (a trial it
@@ -184,7 +185,10 @@ class CostAwareHyperBand(GovernedMixin, FIFOScheduler):
 
     def debug_string(self) -> str:
         stopped = sum(1 for t in self.policy.trials.values() if t.stop_reason is StopReason.RUNG_PRUNED)
-        return f"CostAwareHyperBand: {len(self.policy.trials)} trials, {stopped} pruned at rungs"
+        opened = getattr(self.policy, "opened_by", None)
+        return f"CostAwareHyperBand: {len(self.policy.trials)} trials, {stopped} pruned at rungs" + (
+            f"; every bracket open ({opened})" if opened else ""
+        )
 
     def _persist(self) -> None:
         if self.state_path is None or self.policy.version == self._saved_version:

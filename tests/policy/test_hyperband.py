@@ -595,3 +595,70 @@ def test_rung_checks_survive_a_saved_state_mid_probe() -> None:
 def test_rung_checks_refuse_what_is_not_a_count(bad: object) -> None:
     with pytest.raises(ConfigError, match=r"^scheduler\.rung_checks: must be a whole number >= 0; got "):
         AsyncHyperband(6, 2, 3, rung_checks=bad)  # type: ignore[arg-type]
+
+
+def _crossing_sweep(policy: AsyncHyperband, n: int, reversed_order: bool) -> None:
+    """One worker, a dollar an epoch, η = 3, rungs at 1 and 3 epochs (of 9): trial i falls from
+    1 − i/100 at epoch 1; the ones the first rung keeps (each a new best there: a rung promotes
+    a new best) then keep (``reversed_order`` False) or reverse (True) their order at epoch 3,
+    every one a little worse than the trial before at epoch 3 when reversed."""
+    for i in range(n):
+        start = 1.0 - i / 100
+        at_3 = 0.5 + i / 1000 if reversed_order else 0.5 - i / 1000
+        _run_one_worker(policy, {f"t{i:02d}": [start, (start + at_3) / 2, at_3, at_3, at_3, at_3]})
+
+
+@pytest.mark.parametrize("hedge", [False, True])
+def test_a_first_rung_whose_kept_trials_reverse_their_order_opens_every_bracket(hedge: bool) -> None:
+    from costtune.policy.hyperband import MISRANK_MIN
+
+    kwargs = {"max_epochs": 9, "grace_epochs": 1, "eta": 3, "brackets": 1, "escalate": True, "hedge": hedge}
+    policy = AsyncHyperband(**kwargs)
+    _crossing_sweep(policy, MISRANK_MIN - 1, reversed_order=True)
+    # five kept trials (each a new best at the first rung), all pairs reversed at the second
+    assert policy.discordant == 10 and policy.concordant == 0 and policy.open_brackets == 1
+    _crossing_sweep(policy, MISRANK_MIN, reversed_order=True)  # t00–t04 are known: t05 is the sixth
+    assert policy.open_brackets == len(policy.rungs_by_bracket) == 3  # [1, 3], [3], [] (hedge or not)
+    assert policy.opened_by == "misranked"
+    assert len(policy.trials) - policy.mark_trials < 3**2  # too few trials since the best for a stall
+    # the same sweep whose kept trials keep their order opens nothing, and counts its pairs
+    kept = AsyncHyperband(**kwargs)
+    _crossing_sweep(kept, 30, reversed_order=False)
+    assert kept.open_brackets == 1 and kept.opened_by is None
+    assert kept.discordant == 0 and kept.concordant == len(kept.ranked) * (len(kept.ranked) - 1) // 2
+    # with the check off (misrank_min None) only a stall opens them, later
+    off = AsyncHyperband(**kwargs, misrank_min=None)
+    _crossing_sweep(off, MISRANK_MIN, reversed_order=True)
+    assert off.ranked == [] and off.open_brackets == 1
+    # without escalation nothing is booked
+    plain = AsyncHyperband(max_epochs=9, grace_epochs=1, eta=3, brackets=1)
+    _crossing_sweep(plain, 30, reversed_order=True)
+    assert plain.ranked == [] and len(plain.rungs_by_bracket) == 1
+
+
+def test_the_order_check_survives_a_round_trip_and_a_policy_pickled_before_it() -> None:
+    import pickle
+
+    from costtune.policy.hyperband import MISRANK_MIN
+
+    kwargs = {"max_epochs": 9, "grace_epochs": 1, "eta": 3, "brackets": 1, "escalate": True}
+    policy = AsyncHyperband(**kwargs)
+    _crossing_sweep(policy, MISRANK_MIN - 1, reversed_order=True)
+    restored = AsyncHyperband(**kwargs)
+    restored.load_state_dict(json.loads(json.dumps(policy.state_dict())))
+    assert (restored.ranked, restored.concordant, restored.discordant) == (
+        policy.ranked,
+        policy.concordant,
+        policy.discordant,
+    )
+    older = pickle.loads(pickle.dumps(policy))
+    for name in ("ranked", "concordant", "discordant", "opened_by"):
+        older.__dict__.pop(name)  # as pickled by a costtune without the check
+    for p in (policy, restored, older):
+        _run_one_worker(p, {"t05": [0.95, 0.72, 0.505, 0.505]})
+        assert p.open_brackets == 3 and p.opened_by == "misranked"
+    saved = json.loads(json.dumps(policy.state_dict()))
+    assert saved["escalation"]["opened_by"] == "misranked"
+    again = AsyncHyperband(**kwargs)
+    again.load_state_dict(saved)
+    assert again.opened_by == "misranked" and again.open_brackets == 3
