@@ -424,6 +424,41 @@ def test_escalation_in_a_ray_sweep_opens_the_brackets_like_the_simulator(ray_ses
 
 
 @pytest.mark.ray
+def test_a_misranked_first_rung_in_a_ray_sweep_opens_the_brackets_like_the_simulator(
+    ray_session, tmp_path
+) -> None:
+    """The other sign that opens every bracket, in a real sweep (9 epochs, grace 1, η 3): eight
+    trials, each a new best at epoch 1 (so the first rung keeps it), each worse than the one
+    before from epoch 3 on. Once six have reached the second rung in reversed order, every
+    bracket opens, with no stall (too few trials since the best). Ray's decisions are the pure
+    policy's on the same order; the saved state says what opened them."""
+    curves = {f"c{i}": [1.0 - i / 100, 0.8, *[0.5 + i / 1000] * 7] for i in range(8)}
+    path = _write_table(tmp_path, curves)
+    run = tmp_path / "run"
+    frame, ran = _replay_in_ray(
+        path,
+        run,
+        scheduler={"grace_epochs": 1, "eta": 3, "brackets": 1, "escalate": True, "warmup_trials": None},
+        search_space={"config_id": {"type": "choice", "values": list(curves)}},
+    )
+    table = load_curves(str(path))
+    policy = AsyncHyperband(
+        max_epochs=9, grace_epochs=1, eta=3, brackets=1, escalate=True, hedge=HEDGE_DEFAULT
+    )
+    expected = simulate([table[c] for c in ran], policy, workers=1).stopped_at
+    assert frame["epochs"].to_dict() == expected
+    state = json.loads((run / "scheduler_state.json").read_text())["policy"]
+    assert state["escalation"]["open"] == policy.open_brackets
+    assert state["escalation"].get("opened_by") == policy.opened_by
+    if ran == list(curves):  # Tune started them in grid order: the worked case
+        assert policy.opened_by == "misranked" and policy.open_brackets == len(policy.rungs_by_bracket)
+        assert [expected[c] for c in ran[:6]] == [9, 3, 3, 3, 3, 3]  # kept at 1, pruned at 3
+        # c6 goes to bracket 0 again (Hyperband's largest share), c7 to bracket 1: kept past epoch 3
+        assert (expected["c6"], expected["c7"]) == (3, 9)
+        assert policy.trials["c7"].bracket == 1
+
+
+@pytest.mark.ray
 def test_the_searcher_is_told_a_lookahead_pruned_trials_rung_estimate(ray_session, tmp_path) -> None:
     """With the look-ahead on, Optuna (real, in a real sweep) is told a pruned trial's estimated
     loss at its rung, not its epoch-1 loss; every other trial its last loss."""
