@@ -652,11 +652,13 @@ def test_the_order_check_survives_a_round_trip_and_a_policy_pickled_before_it() 
         policy.discordant,
     )
     older = pickle.loads(pickle.dumps(policy))
-    for name in ("ranked", "concordant", "discordant", "opened_by"):
+    for name in ("misrank_min", "ranked", "concordant", "discordant", "opened_by"):
         older.__dict__.pop(name)  # as pickled by a costtune without the check
     for p in (policy, restored, older):
         _run_one_worker(p, {"t05": [0.95, 0.72, 0.505, 0.505]})
+    for p in (policy, restored):
         assert p.open_brackets == 3 and p.opened_by == "misranked"
+    assert older.open_brackets == 1 and older.opened_by is None  # resumes as it ran: no check
     saved = json.loads(json.dumps(policy.state_dict()))
     assert saved["escalation"]["opened_by"] == "misranked"
     again = AsyncHyperband(**kwargs)
