@@ -872,9 +872,22 @@ def replay(
         "hedge": hedge and escalate if scheduler == "hyperband" else None,
     }
     notes = costtune_run.findings(longest)  # what its own curves say of its decisions
+    opened = getattr(policy, "opened_by", None)
+    escalation = (
+        {"opened_by": opened, "after_trials": policy.opened_at, "of_trials": len(costtune_run.stopped_at)}
+        if opened and policy is not None
+        else None
+    )
     if as_json:
         found = [f.to_dict() for f in notes]
-        doc = {"target": goal, "target_at": target_at, "settings": settings, "runs": data, "findings": found}
+        doc = {
+            "target": goal,
+            "target_at": target_at,
+            "settings": settings,
+            "runs": data,
+            "escalation": escalation,
+            "findings": found,
+        }
         click.echo(json.dumps(doc, indent=2))
         return
     click.echo(
@@ -892,8 +905,21 @@ def replay(
         )
     saved = 1 - costtune_run.total_usd / recorded.total_usd if recorded.total_usd else 0.0
     click.echo(f"saved: {saved:.0%} of the recorded cost" + _short_of(data, goal))
+    if escalation is not None:
+        click.echo(
+            f"escalation: every bracket opened after {escalation['after_trials']} of "
+            f"{escalation['of_trials']} trials ({_OPENED_BY[str(opened)]})"
+        )
     for f in notes:
         click.echo(f"note: {f.message}")
+
+
+#: what each ``AsyncHyperband.opened_by`` says, for ``costtune replay``'s escalation line
+_OPENED_BY = {
+    "stall": "the sweep stalled: as many dollars since its best last improved as before",
+    "misranked": "the trials the first rung kept reversed their order at the second",
+    "rung check": "a trial the first rung pruned beat every trial it kept",
+}
 
 
 def _short_of(runs: dict[str, dict[str, Any]], goal: float) -> str:

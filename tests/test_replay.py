@@ -589,6 +589,26 @@ def test_replay_cli_escalates_when_told_as_a_sweep_does(tmp_path) -> None:
     assert run("--escalate") == escalated
     assert plain["runs"]["costtune"]["epochs"] == 9 + 13  # c00 to the end, the rest at epoch 1
     assert escalated["runs"]["costtune"]["epochs"] > plain["runs"]["costtune"]["epochs"]
+    # what opened them, and when: η² = 9 trials after the best, with as many dollars
+    assert escalated["escalation"] == {"opened_by": "stall", "after_trials": 10, "of_trials": 14}
+    assert plain["escalation"] is None
+
+
+def test_replay_cli_says_when_the_first_rungs_kept_trials_reversed_their_order(tmp_path) -> None:
+    """Eight trials, each a new best at epoch 1 and worse than the one before from epoch 3 on
+    (grace 1, η 3): the sixth to reach the second rung opens every bracket, before any stall,
+    and the replay says so in one line."""
+    curves = {f"c{i}": [1.0 - i / 100, 0.8, *[0.5 + i / 1000] * 7] for i in range(8)}
+    path = _write_table(tmp_path, curves)
+    args = ["replay", str(path), "--grace-epochs", "1", "--eta", "3", "--stopping", "none"]
+    args += ["--warmup-trials", "0", "--searcher", "order"]
+    result = CliRunner().invoke(main, args)
+    assert result.exit_code == 0, result.output
+    line = next(x for x in result.output.splitlines() if x.startswith("escalation:"))
+    assert line == (
+        "escalation: every bracket opened after 6 of 8 trials "
+        "(the trials the first rung kept reversed their order at the second)"
+    )
 
 
 def test_replay_cli_replays_the_noise_aware_rule_as_a_sweep_runs_it(tmp_path) -> None:

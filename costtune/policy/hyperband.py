@@ -171,6 +171,7 @@ class AsyncHyperband:
     concordant: int = 0
     discordant: int = 0
     opened_by: str | None = None
+    opened_at: int | None = None
 
     def __init__(
         self,
@@ -239,8 +240,9 @@ class AsyncHyperband:
         self.ranked: list[tuple[float, float]] = []
         self.concordant = self.discordant = 0
         #: (``escalate``) what opened every bracket: ``"stall"``, ``"misranked"``,
-        #: ``"rung check"``; ``None`` while they are as set
+        #: ``"rung check"``, and how many trials had started then; ``None`` while they are as set
         self.opened_by: str | None = None
+        self.opened_at: int | None = None
         #: brackets new trials may go to: 0..open_brackets-1
         self.open_brackets = brackets
         self._weights = bracket_weights(self.open_brackets, eta)
@@ -514,7 +516,7 @@ class AsyncHyperband:
 
     def _open_every_bracket(self, why: str) -> None:
         """(``escalate``) From now on new trials are spread over every bracket that fits."""
-        self.opened_by = why
+        self.opened_by, self.opened_at = why, len(self.trials)
         self.open_brackets = len(self.rungs_by_bracket)
         self._weights = bracket_weights(self.open_brackets, self.eta)
         self._wrr = [0] * self.open_brackets
@@ -629,7 +631,11 @@ class AsyncHyperband:
                         "first": None if self.first_loss is None else _encode(self.first_loss),
                         "mark_usd": self.mark_usd,
                         "mark_trials": self.mark_trials,
-                        **({"opened_by": self.opened_by} if self.opened_by else {}),
+                        **(
+                            {"opened_by": self.opened_by, "opened_at": self.opened_at}
+                            if self.opened_by
+                            else {}
+                        ),
                         **(
                             {"switched": self.switched, "judged_wrong": sorted(self.judged_wrong)}
                             if self.hedge
@@ -678,8 +684,9 @@ class AsyncHyperband:
             self.mark_trials = int(escalation["mark_trials"])
             self.switched = bool(escalation.get("switched", False)) and self.hedge
             self.judged_wrong = set(escalation.get("judged_wrong", [])) if self.hedge else set()
-            opened_by = escalation.get("opened_by")
+            opened_by, opened_at = escalation.get("opened_by"), escalation.get("opened_at")
             self.opened_by = str(opened_by) if opened_by is not None else None
+            self.opened_at = int(opened_at) if opened_at is not None else None
         self._wrr = list(state["wrr"])
         self.trials = {
             k: TrialState(

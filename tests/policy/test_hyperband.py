@@ -619,7 +619,7 @@ def test_a_first_rung_whose_kept_trials_reverse_their_order_opens_every_bracket(
     assert policy.discordant == 10 and policy.concordant == 0 and policy.open_brackets == 1
     _crossing_sweep(policy, MISRANK_MIN, reversed_order=True)  # t00–t04 are known: t05 is the sixth
     assert policy.open_brackets == len(policy.rungs_by_bracket) == 3  # [1, 3], [3], [] (hedge or not)
-    assert policy.opened_by == "misranked"
+    assert (policy.opened_by, policy.opened_at) == ("misranked", MISRANK_MIN)
     assert len(policy.trials) - policy.mark_trials < 3**2  # too few trials since the best for a stall
     # the same sweep whose kept trials keep their order opens nothing, and counts its pairs
     kept = AsyncHyperband(**kwargs)
@@ -660,7 +660,7 @@ def test_the_order_check_survives_a_round_trip_and_a_policy_pickled_before_it() 
         assert p.open_brackets == 3 and p.opened_by == "misranked"
     assert older.open_brackets == 1 and older.opened_by is None  # resumes as it ran: no check
     saved = json.loads(json.dumps(policy.state_dict()))
-    assert saved["escalation"]["opened_by"] == "misranked"
+    assert (saved["escalation"]["opened_by"], saved["escalation"]["opened_at"]) == ("misranked", MISRANK_MIN)
     again = AsyncHyperband(**kwargs)
     again.load_state_dict(saved)
-    assert again.opened_by == "misranked" and again.open_brackets == 3
+    assert (again.opened_by, again.opened_at, again.open_brackets) == ("misranked", MISRANK_MIN, 3)
