@@ -41,7 +41,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from costtune.analysis import MOVED_SHARE
 from costtune.curves import Curve
 from costtune.policy import AsyncHyperband, Decision, MarginalRoiStopping, StoppingRule, auto_warmup_trials
-from costtune.policy.hyperband import HEDGE_DEFAULT, RUNG_CHECKS_DEFAULT
+from costtune.policy.hyperband import HEDGE_DEFAULT, MISRANK_MIN, RUNG_CHECKS_DEFAULT
 from costtune.policy.stopping import NOISE_AWARE_DEFAULT
 from costtune.pool import GpPool
 from costtune.simulate import simulate
@@ -77,7 +77,9 @@ def table(kind: str, seed: int) -> list[Curve]:
 #: what a replay may run: the default, --no-escalate, and, to see which part fails, the default's
 #: rungs without its stopper, its stopper without rungs, and neither; two prototypes: the flat
 #: guard, and a stall that only a gain of 2% of the sweep's ends (``stall_min_gain``); the
-#: default with ``stopping.noise_aware`` on; and with ``scheduler.rung_checks: 5``
+#: default with ``stopping.noise_aware`` on; and with ``scheduler.rung_checks: 5``; the default
+#: without its hedge, the hedge's prototypes; and the default's brackets opened on a stall alone
+#: (``stall only``: not on a first rung whose kept trials reverse their order, stop 39)
 SETTINGS = (
     "default",
     "--no-escalate",
@@ -91,6 +93,7 @@ SETTINGS = (
     "--no-hedge",
     "hedge prototype",
     "hedge prototype no switch",
+    "stall only",
 )
 
 
@@ -255,6 +258,7 @@ def replay(curves: list[Curve], setting: str, seed: int) -> Any:
         "--no-hedge",
         "hedge prototype",
         "hedge prototype no switch",
+        "stall only",
     )
     if setting in (*with_default_rungs, "rungs only"):
         escalate = setting != "--no-escalate"
@@ -277,6 +281,8 @@ def replay(curves: list[Curve], setting: str, seed: int) -> Any:
             hedge=HEDGE_DEFAULT
             and escalate
             and setting not in ("--no-hedge", "hedge prototype", "hedge prototype no switch"),
+            # "stall only": the brackets open on a stall alone, not on a reversed first rung
+            misrank_min=None if setting == "stall only" else MISRANK_MIN,
         )
     if setting in (*with_default_rungs, "stopper only"):
         noise_aware = NOISE_AWARE_DEFAULT or setting == "default + noise-aware"

@@ -157,6 +157,10 @@ def test_lcbench_table_pairs_runs_by_task_and_seed() -> None:
         "tell_at": 5,
         "random_every": 3,
     }
+    # stop 39: the reversed-first-rung sign, off (the default before) or at n trials
+    assert parse_variant("costtune-hb-rel-tpe:r0.3sGCW10i5JVjS0")[1]["misrank_min"] is None
+    assert parse_variant("costtune-hb-rel-tpe:r0.3sGCW10i5JVjS4")[1]["misrank_min"] == 4
+    assert "misrank_min" not in parse_variant("costtune-hb-rel-tpe:r0.3sGCW10i5JVj")[1]
     inf = math.inf
 
     def row(method, task, seed, usd):
