@@ -479,11 +479,7 @@ class AsyncHyperband:
         first = self.rungs[0][self.rungs_by_bracket[0][0]].get(trial_id)
         if first is None or not (math.isfinite(first.loss) and math.isfinite(loss)):
             return
-        for a, b in self.ranked:
-            order = (first.loss - a) * (loss - b)
-            self.concordant += order > 0
-            self.discordant += order < 0
-        self.ranked.append((first.loss, loss))
+        self._add_ranked(first.loss, loss)
         if self._misranked():
             self._open_every_bracket("misranked")
 
@@ -497,11 +493,15 @@ class AsyncHyperband:
         for trial_id in second:
             a, b = first.get(trial_id), second[trial_id]
             if a is not None and math.isfinite(a.loss) and math.isfinite(b.loss):
-                for x, y in self.ranked:
-                    order = (a.loss - x) * (b.loss - y)
-                    self.concordant += order > 0
-                    self.discordant += order < 0
-                self.ranked.append((a.loss, b.loss))
+                self._add_ranked(a.loss, b.loss)
+
+    def _add_ranked(self, first: float, second: float) -> None:
+        """Count the pairs a trial at (first, second) makes with those ranked before it."""
+        for a, b in self.ranked:
+            order = (first - a) * (second - b)
+            self.concordant += order > 0
+            self.discordant += order < 0
+        self.ranked.append((first, second))
 
     def _misranked(self) -> bool:
         """Whether the first rung's order looks wrong: at least ``misrank_min`` trials it
