@@ -388,6 +388,34 @@ def test_warmup_in_a_ray_sweep_stops_like_the_simulator(ray_session, tmp_path) -
     assert any(e == 9 for e in expected.values())  # and after it, the rung promotes again
 
 
+def _escalating_in_ray(
+    tmp_path: Path, curves: dict[str, list[float]], max_epochs: int, eta: int
+) -> tuple[AsyncHyperband, dict[str, int], list[str], dict]:
+    """A real sweep over ``curves`` (grace 1, one bracket, escalation on, no warm-up, the
+    sweep's default hedge), and the pure policy fed the same order in the simulator: asserts
+    that Ray ended every trial at the simulator's epoch and saved the policy's open brackets;
+    returns the simulator's policy, its stop epochs, the order Ray ran, the saved state."""
+    path = _write_table(tmp_path, curves)
+    run = tmp_path / "run"
+    scheduler = {"grace_epochs": 1, "eta": eta, "brackets": 1, "escalate": True, "warmup_trials": None}
+    frame, ran = _replay_in_ray(
+        path,
+        run,
+        max_epochs=max_epochs,
+        scheduler=scheduler,
+        search_space={"config_id": {"type": "choice", "values": list(curves)}},
+    )
+    table = load_curves(str(path))
+    policy = AsyncHyperband(
+        max_epochs=max_epochs, grace_epochs=1, eta=eta, brackets=1, escalate=True, hedge=HEDGE_DEFAULT
+    )
+    expected = simulate([table[c] for c in ran], policy, workers=1).stopped_at
+    assert frame["epochs"].to_dict() == expected
+    state = json.loads((run / "scheduler_state.json").read_text())["policy"]
+    assert state["escalation"]["open"] == policy.open_brackets
+    return policy, expected, ran, state
+
+
 @pytest.mark.ray
 def test_escalation_in_a_ray_sweep_opens_the_brackets_like_the_simulator(ray_session, tmp_path) -> None:
     """`scheduler.escalate` in a real sweep (3 epochs, grace 1, η 2): the first trial is the
@@ -398,25 +426,11 @@ def test_escalation_in_a_ray_sweep_opens_the_brackets_like_the_simulator(ray_ses
     bracket (first judged at epoch 2)."""
     curves = {"c0": [0.5 / e for e in range(1, 4)]}
     curves.update({f"c{i}": [1.0 + i / 100] * 3 for i in range(1, 8)})
-    path = _write_table(tmp_path, curves)
-    run = tmp_path / "run"
-    frame, ran = _replay_in_ray(
-        path,
-        run,
-        max_epochs=3,
-        scheduler={"grace_epochs": 1, "eta": 2, "brackets": 1, "escalate": True},
-        search_space={"config_id": {"type": "choice", "values": list(curves)}},
-    )
-    table = load_curves(str(path))
+    policy, expected, ran, state = _escalating_in_ray(tmp_path, curves, max_epochs=3, eta=2)
     # the sweep's default hedge adds Hyperband's bracket of full runs to those a stall opens
-    policy = AsyncHyperband(
-        max_epochs=3, grace_epochs=1, eta=2, brackets=1, escalate=True, hedge=HEDGE_DEFAULT
-    )
-    expected = simulate([table[c] for c in ran], policy, workers=1).stopped_at
-    assert frame["epochs"].to_dict() == expected
     assert policy.open_brackets == len(policy.rungs_by_bracket) == 2 + HEDGE_DEFAULT
-    state = json.loads((run / "scheduler_state.json").read_text())["policy"]
-    assert state["escalation"]["open"] == policy.open_brackets and state["geometry"]["escalate"] is True
+    assert state["geometry"]["escalate"] is True
+    table = load_curves(str(tmp_path / "curves.csv"))
     assert any(expected[c] > 1 for c in ran[5:])  # after the stall: past the first rung
     plain = AsyncHyperband(max_epochs=3, grace_epochs=1, eta=2, brackets=1)
     stopped = simulate([table[c] for c in ran], plain, workers=1).stopped_at
@@ -433,22 +447,7 @@ def test_a_misranked_first_rung_in_a_ray_sweep_opens_the_brackets_like_the_simul
     bracket opens, with no stall (too few trials since the best). Ray's decisions are the pure
     policy's on the same order; the saved state says what opened them."""
     curves = {f"c{i}": [1.0 - i / 100, 0.8, *[0.5 + i / 1000] * 7] for i in range(8)}
-    path = _write_table(tmp_path, curves)
-    run = tmp_path / "run"
-    frame, ran = _replay_in_ray(
-        path,
-        run,
-        scheduler={"grace_epochs": 1, "eta": 3, "brackets": 1, "escalate": True, "warmup_trials": None},
-        search_space={"config_id": {"type": "choice", "values": list(curves)}},
-    )
-    table = load_curves(str(path))
-    policy = AsyncHyperband(
-        max_epochs=9, grace_epochs=1, eta=3, brackets=1, escalate=True, hedge=HEDGE_DEFAULT
-    )
-    expected = simulate([table[c] for c in ran], policy, workers=1).stopped_at
-    assert frame["epochs"].to_dict() == expected
-    state = json.loads((run / "scheduler_state.json").read_text())["policy"]
-    assert state["escalation"]["open"] == policy.open_brackets
+    policy, expected, ran, state = _escalating_in_ray(tmp_path, curves, max_epochs=9, eta=3)
     assert state["escalation"].get("opened_by") == policy.opened_by
     if ran == list(curves):  # Tune started them in grid order: the worked case
         assert policy.opened_by == "misranked" and policy.open_brackets == len(policy.rungs_by_bracket)
