@@ -117,8 +117,9 @@ class AsyncHyperband:
             (:meth:`_misranked`; at least ``misrank_min`` of them, :data:`MISRANK_MIN` by
             default; ``None``: the stall alone). On curves whose slow starters end best it
             opened the brackets in 2 of 9 runs the stall had left closed (8 of 9 reached the
-            target against 6 of 9); on LCBench it changed 3 of 240 runs
-            (``benchmarks/RESULTS.md``, stop 39).
+            target against 6 of 9); on LCBench's test tasks it changed 7 of 480 runs, mostly
+            dearer where it fired: +0.3% of the dollars a run (``benchmarks/RESULTS.md``,
+            stop 39).
         stall_min_gain: (``escalate``) the least gain of the sweep's best, as a share of what
             it had gained below the first loss it saw, that ends a stall (default 0: any gain).
             Where a first rung full of fast starters that plateau finds a trickle of tiny
@@ -508,7 +509,7 @@ class AsyncHyperband:
         kept reached the second rung, and no more pairs of them are in the same order at both
         rungs than in reversed order (Kendall's τ ≤ 0). Read on the trials it kept, the sign
         is what matters: where early ranks hold, the kept trials mostly keep their order
-        (on LCBench's dev and test tasks τ ≤ 0 came in 3 of 240 runs); where the faster
+        (on LCBench's test tasks τ ≤ 0 came in 7 of 480 runs); where the faster
         starters end worse, the kept ones reverse. Only bracket 0's trials are read, and only
         until every bracket is open: O(n) per arrival at the second rung."""
         need = self.misrank_min
