@@ -340,39 +340,29 @@ def test_a_resume_refuses_a_config_edited_away_from_the_scheduler_that_ran(small
     run = tmp_path / "run"
     shutil.copytree(small_run.output_dir, run)
     config = yaml.safe_load((run / "config.yaml").read_text())
-    config["scheduler"]["eta"] = 4
-    (run / "config.yaml").write_text(yaml.safe_dump(config))
     before = (run / "ledger.jsonl").read_bytes()
-    result = CliRunner().invoke(main, ["sweep", "--resume", str(run)])
-    assert result.exit_code == 2, result.output
-    assert "config.yaml: scheduler.eta is 4, but the sweep ran with 3" in result.output
-    assert len(result.output.strip().splitlines()) == 1
-    assert (run / "ledger.jsonl").read_bytes() == before
+
+    def refused(edit: dict, says: str) -> None:
+        """config.yaml edited by ``edit`` after the run: the resume is refused in one line
+        saying ``says``, exit 2, the ledger untouched; the edit is then undone."""
+        undo = {k: config["scheduler"].get(k) for k in edit}
+        config["scheduler"].update(edit)
+        (run / "config.yaml").write_text(yaml.safe_dump(config))
+        result = CliRunner().invoke(main, ["sweep", "--resume", str(run)])
+        assert result.exit_code == 2, result.output
+        assert f"config.yaml: {says}" in result.output
+        assert len(result.output.strip().splitlines()) == 1
+        assert (run / "ledger.jsonl").read_bytes() == before
+        config["scheduler"].update(undo)
+
+    refused({"eta": 4}, "scheduler.eta is 4, but the sweep ran with 3")
     # escalation off in the config, on in the run (the default): named the same way
-    config["scheduler"]["eta"] = 3
-    config["scheduler"]["escalate"] = False
-    (run / "config.yaml").write_text(yaml.safe_dump(config))
-    result = CliRunner().invoke(main, ["sweep", "--resume", str(run)])
-    assert result.exit_code == 2, result.output
-    assert "config.yaml: scheduler.escalate is False, but the sweep ran with True" in result.output
-    assert (run / "ledger.jsonl").read_bytes() == before
-    config["scheduler"]["escalate"] = True
+    refused({"escalate": False}, "scheduler.escalate is False, but the sweep ran with True")
     # rung checks turned on after the run: Tune would resume without them, silently
-    config["scheduler"]["rung_checks"] = 2
-    (run / "config.yaml").write_text(yaml.safe_dump(config))
-    result = CliRunner().invoke(main, ["sweep", "--resume", str(run)])
-    assert result.exit_code == 2, result.output
-    assert "config.yaml: scheduler.rung_checks is 2, but the sweep ran with 0" in result.output
-    assert (run / "ledger.jsonl").read_bytes() == before
-    config["scheduler"]["rung_checks"] = 0
+    refused({"rung_checks": 2}, "scheduler.rung_checks is 2, but the sweep ran with 0")
     # the hedge turned off after the run: refused the same way; a config.yaml saved before the
     # field existed (no hedge key) resumes the run as it ran
-    config["scheduler"]["hedge"] = False
-    (run / "config.yaml").write_text(yaml.safe_dump(config))
-    result = CliRunner().invoke(main, ["sweep", "--resume", str(run)])
-    assert result.exit_code == 2, result.output
-    assert "config.yaml: scheduler.hedge is False, but the sweep ran with True" in result.output
-    assert (run / "ledger.jsonl").read_bytes() == before
+    refused({"hedge": False}, "scheduler.hedge is False, but the sweep ran with True")
     del config["scheduler"]["hedge"]
     older = json.loads((run / "scheduler_state.json").read_text())
     del older["policy"]["geometry"]["hedge"]
