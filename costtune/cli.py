@@ -18,7 +18,7 @@ from typing import Any, NoReturn
 import click
 
 from costtune.errors import ConfigError, CosttuneError
-from costtune.policy.hyperband import HEDGE_DEFAULT, LOOKAHEAD_DEFAULT, RUNG_CHECKS_DEFAULT
+from costtune.policy.hyperband import HEDGE_DEFAULT, LOOKAHEAD_DEFAULT, MISRANK_MIN, RUNG_CHECKS_DEFAULT
 from costtune.policy.stopping import NOISE_AWARE_DEFAULT
 
 EXIT_FAILED = 1
@@ -669,7 +669,8 @@ def watch_idle(
     default=True,
     show_default=True,
     help="when the replay stalls (as many dollars since the best last improved as before it, and "
-    "eta² trials since), or the trials the first rung kept reverse their order at the second (6 or more, "
+    "eta² trials since), or the trials the first rung kept reverse their order at the second "
+    f"({MISRANK_MIN} or more, "
     "Kendall's tau <= 0), every bracket that fits opens, as a sweep's scheduler.escalate (on by default).",
 )
 @click.option(
@@ -872,7 +873,7 @@ def replay(
         "hedge": hedge and escalate if scheduler == "hyperband" else None,
     }
     notes = costtune_run.findings(longest)  # what its own curves say of its decisions
-    opened = getattr(policy, "opened_by", None)
+    opened = policy.opened_by if policy is not None else None
     escalation = (
         {"opened_by": opened, "after_trials": policy.opened_at, "of_trials": len(costtune_run.stopped_at)}
         if opened and policy is not None

@@ -23,6 +23,7 @@ from costtune.errors import ConfigError
 from costtune.policy.hyperband import (
     HEDGE_DEFAULT,
     LOOKAHEAD_DEFAULT,
+    MISRANK_MIN,
     RUNG_CHECKS_DEFAULT,
     auto_warmup_trials,
 )
@@ -194,7 +195,8 @@ class SchedulerConfig(_Strict):
     escalate: bool = Field(
         True,
         description="when the sweep stalls (as many dollars spent since its best last improved as "
-        "before, and eta² trials started since), or once 6 trials the first rung kept reach the second "
+        "before, and eta² trials started since), or once "
+        f"{MISRANK_MIN} trials the first rung kept reach the second "
         "in no better agreement with their first-rung order than reversed, every Hyperband bracket that "
         "fits opens: later brackets first judge a trial at eta·grace, eta²·grace, … epochs (on by "
         "default: it rescues sweeps whose early ranks mislead and leaves the others alone); false: the "
