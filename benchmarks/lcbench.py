@@ -387,6 +387,7 @@ _NUMBERED: dict[str, tuple[str, str]] = {
     "h": ("rung_checks", _WHOLE),
     "y": ("probe_paces", _REAL),
     "S": ("misrank_min", _WHOLE),
+    "f": ("forget_misled", _WHOLE),
 }
 
 
@@ -489,6 +490,9 @@ def parse_variant(method: str) -> tuple[str, dict[str, Any]]:
     first rung kept reached its second rung with no more pairs of them in the same order there
     as at the first than reversed (``AsyncHyperband(misrank_min=n)``, on with n = 6 in every
     escalating sweep since stop 39); ``S0``: off, the default row before stop 39.
+    ``f0`` (with ``G`` and ``j``): once the hedge has switched, the GP still fits every trial
+    (the default row before stop 40); by default it fits only the trials that ran every epoch,
+    as a sweep's searcher (``CpuGPSampler.forget_below``); ``f1`` is the default, spelt out.
     ``v``: a trial the look-ahead pruned is told to TPE at its estimated loss at the rung
     (``AsyncHyperband.rung_estimate``), not at its last loss.
     """
@@ -559,6 +563,7 @@ def run_tpe_loop(
     smooth_rungs: int = 0,
     tell_at: int = 0,
     random_every: int = 0,
+    forget_misled: bool = True,
 ) -> Trace:
     """A costtune policy on the simulator with Optuna's TPE asked and told in the loop.
 
@@ -568,7 +573,7 @@ def run_tpe_loop(
     """
     import optuna
 
-    from costtune.gp import COST_ATTR
+    from costtune.gp import COST_ATTR, EPOCHS_ATTR, CpuGPSampler
     from costtune.search import gp_sampler
 
     optuna.logging.set_verbosity(optuna.logging.WARNING)
@@ -646,6 +651,9 @@ def run_tpe_loop(
         trial = asked.pop(config_id)
         curve = by_id[config_id]
         trial.set_user_attr(COST_ATTR, float(curve.epoch_seconds[:epoch].mean()))
+        trial.set_user_attr(EPOCHS_ATTR, epoch)
+        if forget_misled and getattr(policy, "switched", False) and isinstance(study.sampler, CpuGPSampler):
+            study.sampler.forget_below(MAX_EPOCHS)  # as a sweep's searcher (costtune.search)
         if epoch >= MAX_EPOCHS:
             finished.append(curve)
         estimate = policy.rung_estimate(config_id) if tell_estimate and policy is not None else None
@@ -1183,6 +1191,7 @@ def run_method(task: Task, seed: int, method: str) -> Trace:
         "smooth_rungs": int(kwargs.pop("smooth_rungs", 0)),
         "tell_at": int(kwargs.pop("tell_at", 0)),
         "random_every": int(kwargs.pop("random_every", 0)),
+        "forget_misled": bool(kwargs.pop("forget_misled", 1)),
     }
     if base == "grid":
         return task.grid_trace

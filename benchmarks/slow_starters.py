@@ -295,6 +295,7 @@ def replay(curves: list[Curve], setting: str, seed: int) -> Any:
         guard = FlatStartGuard()
         policy, stopping = guard.policy(policy), guard.stopper(stopping)
     pool = GpPool(curves, seed=seed)
+    pool.policy = policy  # as costtune replay's: the GP forgets misleading rungs once switched
     return simulate(
         [],
         policy,

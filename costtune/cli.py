@@ -811,6 +811,8 @@ def replay(
             if searcher == "gp"
             else OrderedPool(table, seed=seed if searcher == "random" else None)
         )
+        if not isinstance(pool, OrderedPool):
+            pool.policy = policy  # the GP forgets the rungs' losses once they are shown to mislead
         outlook = OutlookStopping(OutlookRule(longest, optimism=optimism)) if stopping == "outlook" else None
         relative = (
             MarginalRoiStopping(
@@ -875,7 +877,13 @@ def replay(
     notes = costtune_run.findings(longest)  # what its own curves say of its decisions
     opened = policy.opened_by if policy is not None else None
     escalation = (
-        {"opened_by": opened, "after_trials": policy.opened_at, "of_trials": len(costtune_run.stopped_at)}
+        {
+            "opened_by": opened,
+            "after_trials": policy.opened_at,
+            "of_trials": len(costtune_run.stopped_at),
+            # the hedge: from this trial on every new trial ran in full (the GP modelled the full runs alone)
+            "full_runs_after_trials": policy.switched_at,
+        }
         if opened and policy is not None
         else None
     )
@@ -911,6 +919,12 @@ def replay(
             f"escalation: every bracket opened after {escalation['after_trials']} of "
             f"{escalation['of_trials']} trials ({_OPENED_BY[str(opened)]})"
         )
+        if escalation["full_runs_after_trials"] is not None:
+            click.echo(
+                f"full runs: after {escalation['full_runs_after_trials']} trials a full run the first rung "
+                "would have pruned was the best; every later trial ran in full"
+                + (", and the searcher modelled the full runs alone" if searcher == "gp" else "")
+            )
     for f in notes:
         click.echo(f"note: {f.message}")
 

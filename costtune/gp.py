@@ -51,6 +51,8 @@ FAST_SUBSET = 128
 
 #: a completed trial's user attribute: what one epoch of it cost (any unit, the same for all)
 COST_ATTR = "costtune:cost_per_epoch"
+#: a completed trial's user attribute: the epochs it ran (:meth:`CpuGPSampler.forget_below` reads it)
+EPOCHS_ATTR = "costtune:epochs"
 
 _FAST: contextvars.ContextVar[bool] = contextvars.ContextVar("costtune_gp_fast", default=False)
 _REUSE_FIT: contextvars.ContextVar[bool] = contextvars.ContextVar("costtune_gp_reuse_fit", default=False)
@@ -349,6 +351,22 @@ class CpuGPSampler(optuna.samplers.GPSampler):
         self._cost_exponent = cost_exponent
         self._value_transform = value_transform
         self._costed: list[Any] = []
+        self._min_epochs: int | None = None
+
+    def forget_below(self, epochs: int) -> None:
+        """From now on, fit only the completed trials that ran at least ``epochs`` (their
+        :data:`EPOCHS_ATTR`; a trial without one counts as having run them).
+
+        For a sweep whose rungs turned out to mislead (``AsyncHyperband.switched``: a full run
+        its first rung would have pruned became the best): the losses the rungs stopped trials
+        at mislead the process as much, and a process fitted to them keeps proposing the
+        configurations that start fast. Forgetting them, it models the full runs alone (below
+        its start-up count it proposes at random again). The next ask refits."""
+        if getattr(self, "_min_epochs", None) != epochs:  # absent in an older pickle
+            self._min_epochs = epochs
+            self._costtune_fitted_at = 0
+            # below the start-up count again, the random proposals are meant: no warning per parameter
+            self._warn_independent_sampling = False
 
     def _optimize_acqf(self, acqf: Any, best_params: Any) -> Any:
         """Optuna's search over ``acqf`` (its documented override point), per unit of cost when
@@ -390,6 +408,9 @@ class CpuGPSampler(optuna.samplers.GPSampler):
         states = (TrialState.COMPLETE, TrialState.RUNNING)
         trials = study._get_trials(deepcopy=False, states=states, use_cache=False)
         completed = [t for t in trials if t.state == TrialState.COMPLETE]
+        floor = getattr(self, "_min_epochs", None)  # absent in an older pickle
+        if floor is not None:
+            completed = [t for t in completed if t.user_attrs.get(EPOCHS_ATTR, floor) >= floor]
         running = [
             t
             for t in trials

@@ -104,6 +104,9 @@ class SamplerPool:
     configuration (see the module's docstring). :class:`TpePool` and :class:`GpPool` are the
     two costtune's sweeps offer."""
 
+    #: the replay's policy, when it has one: read for ``switched`` as each trial ends
+    policy: Any = None
+
     def __init__(self, curves: Sequence[Curve], sampler: Any) -> None:
         import optuna
 
@@ -149,6 +152,8 @@ class SamplerPool:
 
     def tell(self, config_id: str, epoch: int, loss: float) -> None:
         """The configuration that ran ended at ``epoch`` with ``loss``: TPE learns that."""
+        from costtune.gp import EPOCHS_ATTR, CpuGPSampler
+
         curve = self._pending.pop(config_id)
         value = loss if math.isfinite(loss) else None
         self.study.add_trial(
@@ -159,8 +164,12 @@ class SamplerPool:
                 state=self._optuna.trial.TrialState.COMPLETE
                 if value is not None
                 else self._optuna.trial.TrialState.FAIL,
+                user_attrs={EPOCHS_ATTR: epoch},
             )
         )
+        # as a sweep's searcher: once the hedge has switched, the process fits the full runs alone
+        if getattr(self.policy, "switched", False) and isinstance(self.study.sampler, CpuGPSampler):
+            self.study.sampler.forget_below(self.policy.max_epochs)
 
 
 class TpePool(SamplerPool):

@@ -128,9 +128,12 @@ def make_searcher(
 
 
 class RungEstimates(Searcher):
-    """A searcher told, for a trial the scheduler's look-ahead pruned, its estimated metric at
-    the rung it was judged for (:meth:`~costtune.policy.AsyncHyperband.rung_estimate`) instead
-    of its last report.
+    """A searcher told what the scheduler knows of the trials it ended: for a trial the
+    look-ahead pruned, its estimated metric at the rung it was judged for
+    (:meth:`~costtune.policy.AsyncHyperband.rung_estimate`) instead of its last report; and,
+    for the Gaussian-process searcher, how many epochs each trial ran, so that once the hedge
+    has shown the rungs mislead (``AsyncHyperband.switched``) the process models the full runs
+    alone (:meth:`costtune.gp.CpuGPSampler.forget_below`).
 
     The look-ahead stops hopeless trials an epoch or two in. Told their epoch-1 loss, a TPE
     searcher would rank them against trials told at epoch 5 or 52 (on LCBench's dev tasks it
@@ -168,7 +171,25 @@ class RungEstimates(Searcher):
         metric = self.searcher.metric
         if estimate is not None and result is not None and metric in result:
             result = {**result, metric: estimate if self.searcher.mode != "max" else -estimate}
+        self._tell_epochs(trial_id, result)
         self.searcher.on_trial_complete(trial_id, result=result, error=error)
+
+    def _tell_epochs(self, trial_id: str, result: dict | None) -> None:
+        """(the Gaussian-process searcher) The trial's epochs on its Optuna trial, and, once the
+        policy has switched to full runs, the process told to fit the full runs alone."""
+        from costtune.gp import EPOCHS_ATTR, CpuGPSampler
+
+        sampler = getattr(getattr(self.searcher, "_ot_study", None), "sampler", None)  # Ray's OptunaSearch
+        if not isinstance(sampler, CpuGPSampler):
+            return
+        trial = getattr(self.searcher, "_ot_trials", {}).get(trial_id)
+        epochs = (result or {}).get(self.scheduler.time_attr)
+        done = trial_id in getattr(self.searcher, "_completed_trials", ())
+        if trial is not None and epochs is not None and not done:
+            trial.set_user_attr(EPOCHS_ATTR, int(epochs))
+        policy = self.scheduler.policy
+        if getattr(policy, "switched", False):  # absent in a policy pickled before the hedge
+            sampler.forget_below(policy.max_epochs)
 
     def add_evaluated_point(self, *args: Any, **kwargs: Any) -> None:
         self.searcher.add_evaluated_point(*args, **kwargs)

@@ -446,12 +446,9 @@ def _run(
     searcher = make_searcher(
         config.searcher, config.metric, config.mode, config.seed, config.max_concurrent_trials
     )
-    if (
-        isinstance(scheduler, CostAwareHyperBand)
-        and scheduler.policy.lookahead
-        and isinstance(searcher, Searcher)
-    ):
-        searcher = RungEstimates(searcher, scheduler)  # the searcher compares trials at the rung
+    if isinstance(scheduler, CostAwareHyperBand) and isinstance(searcher, Searcher):
+        # the searcher compares trials at the rung (look-ahead) and forgets misleading rungs (hedge)
+        searcher = RungEstimates(searcher, scheduler)
     tuner = tune.Tuner(
         tune.with_resources(trainable, resources),
         param_space=param_space,

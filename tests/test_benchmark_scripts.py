@@ -161,6 +161,10 @@ def test_lcbench_table_pairs_runs_by_task_and_seed() -> None:
     assert parse_variant("costtune-hb-rel-tpe:r0.3sGCW10i5JVjS0")[1]["misrank_min"] is None
     assert parse_variant("costtune-hb-rel-tpe:r0.3sGCW10i5JVjS4")[1]["misrank_min"] == 4
     assert "misrank_min" not in parse_variant("costtune-hb-rel-tpe:r0.3sGCW10i5JVj")[1]
+    # stop 40: the GP forgets the rungs' losses once the hedge switched, unless f0 (kf: keep floor still)
+    assert parse_variant("costtune-hb-rel-tpe:r0.3sGCW10i5JVjf0")[1]["forget_misled"] == 0
+    assert parse_variant("costtune-hb-rel-tpe:r0.3skfGCW10i5JVjf0")[1]["keep"] == "floor"
+    assert "forget_misled" not in parse_variant("costtune-hb-rel-tpe:r0.3sGCW10i5JVj")[1]
     inf = math.inf
 
     def row(method, task, seed, usd):

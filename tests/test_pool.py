@@ -231,3 +231,87 @@ def test_replay_cli_with_searcher_stopping_budget_and_seed(tmp_path) -> None:
         assert warmed.exit_code == 0 and json.loads(warmed.output)["settings"]["warmup_trials"] == expected
     negative = CliRunner().invoke(main, [*args, "--warmup-trials", "-1"])
     assert negative.exit_code == 2 and "--warmup-trials" in negative.output
+
+
+def _flat_then_best(n: int = 120, epochs: int = 12) -> list[Curve]:
+    """x < 0.6: curves that fall from their first epoch to a mediocre end; x ≥ 0.6: curves flat
+    at a high loss until epoch 7 that then drop below every other (the late droppers end best)."""
+    rng = np.random.default_rng(0)
+    out = []
+    for i in range(n):
+        x, y = float(rng.uniform()), float(rng.uniform())
+        if x < 0.6:
+            final = 0.4 + 0.3 * (0.6 - x) + 0.05 * y
+            losses = [final + 0.6 / e for e in range(1, epochs + 1)]
+        else:
+            final = 0.1 + 0.2 * (1 - x) + 0.05 * y
+            losses = [1.2 + 0.01 * y] * 7 + [
+                final + (1.2 - final) * 0.5 ** (e - 6) for e in range(8, epochs + 1)
+            ]
+        out.append(Curve(f"c{i}", {"x": x, "y": y}, np.array(losses), np.full(epochs, 600.0), 1.0))
+    return out
+
+
+def test_once_the_hedge_switches_the_gp_pool_proposes_from_the_full_runs_alone() -> None:
+    """A replay's GP pool that follows its policy (as ``costtune replay`` sets it): each told
+    trial carries its epochs, and once a full run the first rung would have pruned is the best
+    (the hedge switches), the process forgets the flat losses the rung stopped the late droppers
+    at. In the 10 trials after the switch it proposes late droppers (x ≥ 0.6) at least 7 times in
+    each of 6 seeds; the same pool not following the policy, led by those losses, proposes them
+    in about half as many over the 6 (0–2 times in 3 of them: 9, 10, 0, 7, 0, 1 when written)."""
+    from costtune.gp import EPOCHS_ATTR
+
+    curves = _flat_then_best()
+    late: dict[bool, list[int]] = {False: [], True: []}
+    for seed in range(6):
+        for follow in (False, True):
+            policy = AsyncHyperband(12, 2, 3, 1, escalate=True, hedge=True)
+            pool = GpPool(curves, seed=seed)
+            pool.policy = policy if follow else None
+            ran: list[Curve] = []
+
+            def ask(pool=pool, ran=ran, policy=policy) -> Curve | None:
+                if policy.switched_at is not None and len(ran) >= policy.switched_at + 10:
+                    return None  # enough seen past the switch
+                curve = pool.ask()
+                ran.extend([curve] if curve is not None else [])
+                return curve
+
+            simulate([], policy, max_epochs=12, next_curve=ask, on_trial_end=pool.tell)
+            assert policy.switched and policy.switched_at is not None
+            after = ran[policy.switched_at : policy.switched_at + 10]
+            late[follow].append(sum(c.hyperparameters["x"] >= 0.6 for c in after))
+            told = [t.user_attrs[EPOCHS_ATTR] for t in pool.study.trials if t.state.name == "COMPLETE"]
+            assert len(told) == len(ran) and set(told) <= {2, 6, 12} and 12 in told
+            assert pool.study.sampler._min_epochs == (12 if follow else None)
+    assert min(late[True]) >= 7 and sum(late[True]) >= sum(late[False]) + 15, late
+
+
+def test_replay_with_the_gp_says_when_it_switched_to_full_runs_and_what_the_searcher_did(tmp_path) -> None:
+    """`costtune replay --searcher gp` over the same curves: one line says after how many trials
+    every trial ran in full and that the searcher modelled the full runs alone; the JSON's
+    ``escalation.full_runs_after_trials`` gives the count."""
+    rows = [
+        {
+            "config_id": c.config_id,
+            **{f"hp.{k}": v for k, v in c.hyperparameters.items()},
+            "epoch": e + 1,
+            "val_loss": float(c.val_loss[e]),
+            "epoch_seconds": 600.0,
+            "devices": 1,
+        }
+        for c in _flat_then_best()
+        for e in range(12)
+    ]
+    path = tmp_path / "curves.csv"
+    pd.DataFrame(rows).to_csv(path, index=False)
+    args = ["replay", str(path), "--grace-epochs", "2", "--eta", "3", "--searcher", "gp", "--seed", "2"]
+    doc = json.loads(CliRunner().invoke(main, [*args, "--json"]).output)
+    switched = doc["escalation"]["full_runs_after_trials"]
+    assert isinstance(switched, int) and 0 < switched < doc["escalation"]["of_trials"]
+    text = CliRunner().invoke(main, args)
+    assert text.exit_code == 0
+    assert (
+        f"full runs: after {switched} trials a full run the first rung would have pruned was the best; every "
+        "later trial ran in full, and the searcher modelled the full runs alone"
+    ) in " ".join(text.output.split())

@@ -678,6 +678,15 @@ def test_replay_cli_hedges_curves_that_stay_flat_before_they_drop(tmp_path) -> N
     assert (
         hedged["runs"]["costtune"]["best_val_loss"] < 0.2 < 0.5 < plain["runs"]["costtune"]["best_val_loss"]
     )
+    # when it switched is said: in the JSON, and in one line (the GP's forgetting: tests/test_pool.py)
+    switched = hedged["escalation"]["full_runs_after_trials"]
+    assert isinstance(switched, int) and 12 < switched < 30
+    assert plain["escalation"]["full_runs_after_trials"] is None
+    text = CliRunner().invoke(
+        main, ["replay", str(path), "--grace-epochs", "2", "--eta", "3", "--price", "1"]
+    )
+    line = f"full runs: after {switched} trials a full run the first rung would have pruned was the best"
+    assert text.exit_code == 0 and line in text.output and "modelled the full runs alone" not in text.output
     # --no-escalate: nothing opens, the hedge with it
     assert run("--no-escalate")["settings"]["hedge"] is False
 

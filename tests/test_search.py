@@ -610,3 +610,71 @@ def test_points_fit_any_sampling_searcher_and_not_a_grid() -> None:
                 "searcher": {"type": "grid", "points_to_evaluate": [{"act": "relu"}]},
             }
         )
+
+
+def _study_misled(sampler, tag_stopped: bool = True) -> tuple[optuna.Study, dict]:
+    """Full runs (8 epochs) at x = 0, 0.1, …, 0.6 whose loss falls towards x = 0.6, and trials
+    a first rung stopped at epoch 2 at x ≥ 0.72 with a high, flat loss: what the GP is told on a
+    sweep whose late droppers start flat."""
+    from costtune.gp import EPOCHS_ATTR
+
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    dists = {"x": optuna.distributions.FloatDistribution(0.0, 1.0)}
+    study = optuna.create_study(sampler=sampler)
+    told = [(i / 10, 1.0 - i / 10, 8) for i in range(7)] + [(0.72 + i * 0.04, 2.0, 2) for i in range(8)]
+    for x, value, epochs in told:
+        tags = {EPOCHS_ATTR: epochs} if tag_stopped or epochs == 8 else {}
+        study.add_trial(
+            optuna.trial.create_trial(params={"x": x}, distributions=dists, value=value, user_attrs=tags)
+        )
+    return study, dists
+
+
+def test_the_gp_told_to_forget_the_rungs_losses_models_the_full_runs_alone() -> None:
+    """``CpuGPSampler.forget_below(8)``: the process fitted to every trial stays below the flat
+    losses the rung stopped (x < 0.72); told to forget trials of fewer than 8 epochs, it follows
+    the full runs' fall into the region the rung judged (x > 0.72), for every seed. A trial
+    without the epochs attribute counts as a full run."""
+    from costtune.gp import EPOCHS_ATTR
+
+    for seed in range(3):
+        plain_sampler, forgetting = gp_sampler(seed, n_startup_trials=5), gp_sampler(seed, n_startup_trials=5)
+        plain, dists = _study_misled(plain_sampler)
+        forgot, _ = _study_misled(forgetting)
+        forgetting.forget_below(8)
+        assert plain.ask(dists).params["x"] < 0.72 < forgot.ask(dists).params["x"]
+    # untagged trials (points told from outside the sweep) are kept: the flat ones, untagged, still count
+    untagged, dists = _study_misled(gp_sampler(0, n_startup_trials=5), tag_stopped=False)
+    untagged.sampler.forget_below(8)
+    assert EPOCHS_ATTR not in untagged.trials[-1].user_attrs
+    assert untagged.ask(dists).params["x"] < 0.72
+
+
+def test_a_sweeps_searcher_tags_epochs_and_forgets_the_rungs_once_the_hedge_switched() -> None:
+    """The searcher a sweep runs (RungEstimates around Ray's OptunaSearch with the default GP,
+    beside a real CostAwareHyperBand): each ended trial's Optuna trial carries the epochs it ran
+    (Tune's ``training_iteration``); once the policy has switched to full runs, the sampler fits
+    only the trials that ran ``max_epochs``, and that survives Tune's pickling of the searcher."""
+    import pickle
+
+    from costtune.gp import EPOCHS_ATTR
+    from costtune.schedulers import CostAwareHyperBand
+    from costtune.search import RungEstimates
+
+    scheduler = CostAwareHyperBand(max_epochs=8, grace_epochs=2, eta=2, escalate=True, hedge=True)
+    inner = make_searcher(SearcherConfig(type="gp", n_startup_trials=2), "val_loss", "min", 3)
+    searcher = RungEstimates(inner, scheduler)
+    assert searcher.set_search_properties("val_loss", "min", build_search_space(SPACE))
+    for i, epochs in enumerate([2, 8, 2, 4]):
+        searcher.suggest(f"t{i}")
+        searcher.on_trial_complete(f"t{i}", result={"val_loss": 1.0 / (i + 1), "training_iteration": epochs})
+    study = inner._ot_study
+    assert [t.user_attrs[EPOCHS_ATTR] for t in study.trials] == [2, 8, 2, 4]
+    assert study.sampler._min_epochs is None  # not switched: every trial is modelled
+    scheduler.policy.switched = True  # what a full run the first rung would have pruned, as the best, sets
+    searcher.suggest("t4")
+    searcher.on_trial_complete("t4", result={"val_loss": 0.1, "training_iteration": 8})
+    assert study.sampler._min_epochs == 8
+    copy = pickle.loads(pickle.dumps(inner))
+    assert copy._ot_study.sampler._min_epochs == 8
+    assert copy.suggest("t5") == inner.suggest("t5")

@@ -173,6 +173,7 @@ class AsyncHyperband:
     discordant: int = 0
     opened_by: str | None = None
     opened_at: int | None = None
+    switched_at: int | None = None
 
     def __init__(
         self,
@@ -231,6 +232,8 @@ class AsyncHyperband:
         #: (``hedge``) whether a full run the first rung would have pruned has been the sweep's
         #: best: from then on every new trial goes to the bracket without rungs
         self.switched = False
+        #: (``hedge``) the trials started when it switched
+        self.switched_at: int | None = None
         #: (``hedge``) the full runs bracket 0's first rung would have pruned at its epoch
         self.judged_wrong: set[str] = set()
         if self.hedge and self.rungs_by_bracket[-1]:  # the last that fits may have no rungs already
@@ -367,6 +370,7 @@ class AsyncHyperband:
                 self.version += 1
         if trial_id in self.judged_wrong and loss < self.best_loss:
             self.switched = True  # a trial the first rung would have pruned is the sweep's best
+            self.switched_at = len(self.trials)
             self.version += 1
 
     def stopper_waits_until(self, trial_id: str) -> int:
@@ -638,7 +642,11 @@ class AsyncHyperband:
                             else {}
                         ),
                         **(
-                            {"switched": self.switched, "judged_wrong": sorted(self.judged_wrong)}
+                            {
+                                "switched": self.switched,
+                                "judged_wrong": sorted(self.judged_wrong),
+                                **({"switched_at": self.switched_at} if self.switched_at is not None else {}),
+                            }
                             if self.hedge
                             else {}
                         ),
@@ -685,6 +693,8 @@ class AsyncHyperband:
             self.mark_trials = int(escalation["mark_trials"])
             self.switched = bool(escalation.get("switched", False)) and self.hedge
             self.judged_wrong = set(escalation.get("judged_wrong", [])) if self.hedge else set()
+            switched_at = escalation.get("switched_at") if self.switched else None
+            self.switched_at = int(switched_at) if switched_at is not None else None
             opened_by, opened_at = escalation.get("opened_by"), escalation.get("opened_at")
             self.opened_by = str(opened_by) if opened_by is not None else None
             self.opened_at = int(opened_at) if opened_at is not None else None

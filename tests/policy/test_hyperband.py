@@ -474,7 +474,7 @@ def test_the_hedge_is_hyperbands_bracket_without_rungs_among_those_a_stall_opens
     decisions = [policy.on_result(hedged[1], e, v, float(e)) for e, v in enumerate(flat_then_drop, 1)]
     assert decisions == [Decision.CONTINUE] * 5 + [Decision.STOP]
     assert policy.stop_reason(hedged[1]) is StopReason.COMPLETED and policy.switched
-    assert policy.judged_wrong == {hedged[1]}
+    assert policy.judged_wrong == {hedged[1]} and policy.switched_at == len(policy.trials) == 15
     assert {policy.on_add(f"m{i}") for i in range(6)} == {1}
     # the switch is saved and resumed; a state saved before the hedge existed loads without it
     saved = json.loads(json.dumps(policy.state_dict()))
@@ -483,6 +483,11 @@ def test_the_hedge_is_hyperbands_bracket_without_rungs_among_those_a_stall_opens
     resumed = AsyncHyperband(6, 2, 3, 1, escalate=True, hedge=True)
     resumed.load_state_dict(saved)
     assert resumed.switched and resumed.judged_wrong == {hedged[1]} and resumed.on_add("later") == 1
+    assert saved["escalation"]["switched_at"] == resumed.switched_at == 15
+    del saved["escalation"]["switched_at"]  # saved before it was recorded: switched, when unknown
+    older = AsyncHyperband(6, 2, 3, 1, escalate=True, hedge=True)
+    older.load_state_dict(saved)
+    assert older.switched and older.switched_at is None
     with pytest.raises(ConfigError, match=r"hedge True then, None now"):
         AsyncHyperband(6, 2, 3, 1, escalate=True).load_state_dict(saved)
 
