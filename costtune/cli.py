@@ -679,7 +679,7 @@ def watch_idle(
     show_default=True,
     help="with --escalate: a stall also opens Hyperband's bracket without rungs, the stopping rule waits "
     "for a later bracket's first rung, and once a full run the first rung would have pruned is the best "
-    "every new trial is one, as a sweep's scheduler.hedge.",
+    "every new trial is one (and --searcher gp models the full runs alone), as a sweep's scheduler.hedge.",
 )
 @click.option(
     "--rung-checks",
