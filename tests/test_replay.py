@@ -589,7 +589,12 @@ def test_replay_cli_escalates_when_told_as_a_sweep_does(tmp_path) -> None:
     assert plain["runs"]["costtune"]["epochs"] == 9 + 13  # c00 to the end, the rest at epoch 1
     assert escalated["runs"]["costtune"]["epochs"] > plain["runs"]["costtune"]["epochs"]
     # what opened them, and when: η² = 9 trials after the best, with as many dollars
-    assert escalated["escalation"] == {"opened_by": "stall", "after_trials": 10, "of_trials": 14}
+    assert escalated["escalation"] == {
+        "opened_by": "stall",
+        "after_trials": 10,
+        "of_trials": 14,
+        "full_runs_after_trials": None,
+    }
     assert plain["escalation"] is None
 
 
