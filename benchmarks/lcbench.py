@@ -652,8 +652,9 @@ def run_tpe_loop(
         curve = by_id[config_id]
         trial.set_user_attr(COST_ATTR, float(curve.epoch_seconds[:epoch].mean()))
         trial.set_user_attr(EPOCHS_ATTR, epoch)
-        if forget_misled and getattr(policy, "switched", False) and isinstance(study.sampler, CpuGPSampler):
-            study.sampler.forget_below(MAX_EPOCHS)  # as a sweep's searcher (costtune.search)
+        floor = policy.searcher_min_epochs() if forget_misled and policy is not None else None
+        if floor is not None and isinstance(study.sampler, CpuGPSampler):
+            study.sampler.forget_below(floor)  # as a sweep's searcher (costtune.search)
         if epoch >= MAX_EPOCHS:
             finished.append(curve)
         estimate = policy.rung_estimate(config_id) if tell_estimate and policy is not None else None

@@ -295,7 +295,8 @@ def replay(curves: list[Curve], setting: str, seed: int) -> Any:
         guard = FlatStartGuard()
         policy, stopping = guard.policy(policy), guard.stopper(stopping)
     pool = GpPool(curves, seed=seed)
-    pool.policy = policy  # as costtune replay's: the GP forgets misleading rungs once switched
+    # as costtune replay's: the GP forgets misleading rungs once switched (the prototypes' wrappers: no)
+    pool.policy = policy if isinstance(policy, AsyncHyperband) else None
     return simulate(
         [],
         policy,

@@ -168,8 +168,9 @@ class SamplerPool:
             )
         )
         # as a sweep's searcher: once the hedge has switched, the process fits the full runs alone
-        if getattr(self.policy, "switched", False) and isinstance(self.study.sampler, CpuGPSampler):
-            self.study.sampler.forget_below(self.policy.max_epochs)
+        floor = None if self.policy is None else self.policy.searcher_min_epochs()
+        if floor is not None and isinstance(self.study.sampler, CpuGPSampler):
+            self.study.sampler.forget_below(floor)
 
 
 class TpePool(SamplerPool):

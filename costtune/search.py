@@ -187,9 +187,9 @@ class RungEstimates(Searcher):
         done = trial_id in getattr(self.searcher, "_completed_trials", ())
         if trial is not None and epochs is not None and not done:
             trial.set_user_attr(EPOCHS_ATTR, int(epochs))
-        policy = self.scheduler.policy
-        if getattr(policy, "switched", False):  # absent in a policy pickled before the hedge
-            sampler.forget_below(policy.max_epochs)
+        floor = self.scheduler.policy.searcher_min_epochs()
+        if floor is not None:
+            sampler.forget_below(floor)
 
     def add_evaluated_point(self, *args: Any, **kwargs: Any) -> None:
         self.searcher.add_evaluated_point(*args, **kwargs)

@@ -373,6 +373,14 @@ class AsyncHyperband:
             self.switched_at = len(self.trials)
             self.version += 1
 
+    def searcher_min_epochs(self) -> int | None:
+        """The fewest epochs a trial must have run for the searcher to learn from its loss:
+        ``max_epochs`` once the hedge has switched (the rungs shown to prune what ends best, the
+        losses they stopped trials at mislead a model of the final loss as much), else ``None``
+        (every trial). Read by the sweep's searcher wrapper and the replay's pool
+        (``CpuGPSampler.forget_below``)."""
+        return self.max_epochs if self.switched else None
+
     def stopper_waits_until(self, trial_id: str) -> int:
         """(``hedge``) The epoch before which the stopping rule's pace does not stop this trial:
         a later bracket's first rung (what the bracket is for), ``max_epochs`` + 1 in the

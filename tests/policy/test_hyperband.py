@@ -467,6 +467,7 @@ def test_the_hedge_is_hyperbands_bracket_without_rungs_among_those_a_stall_opens
     good = [0.9, 0.45, 0.4, 0.4, 0.4, 0.4]
     decisions = [policy.on_result(hedged[0], e, v, float(e)) for e, v in enumerate(good, 1)]
     assert decisions[-1] is Decision.STOP and policy.best_loss == 0.4 and not policy.switched
+    assert policy.searcher_min_epochs() is None  # the searcher learns from every trial
     # a full run that stays flat, then drops: no rung judges it; the first rung would have
     # pruned it (1.05 at epoch 2, behind its cut), and once it is the sweep's best every new
     # trial is a full run
@@ -475,6 +476,7 @@ def test_the_hedge_is_hyperbands_bracket_without_rungs_among_those_a_stall_opens
     assert decisions == [Decision.CONTINUE] * 5 + [Decision.STOP]
     assert policy.stop_reason(hedged[1]) is StopReason.COMPLETED and policy.switched
     assert policy.judged_wrong == {hedged[1]} and policy.switched_at == len(policy.trials) == 15
+    assert policy.searcher_min_epochs() == 6  # from now on, from the full runs alone
     assert {policy.on_add(f"m{i}") for i in range(6)} == {1}
     # the switch is saved and resumed; a state saved before the hedge existed loads without it
     saved = json.loads(json.dumps(policy.state_dict()))
