@@ -104,7 +104,7 @@ class SamplerPool:
     configuration (see the module's docstring). :class:`TpePool` and :class:`GpPool` are the
     two costtune's sweeps offer."""
 
-    #: the replay's policy, when it has one: read for ``switched`` as each trial ends
+    #: the replay's policy, when it has one: its ``searcher_min_epochs()`` is read as each trial ends
     policy: Any = None
 
     def __init__(self, curves: Sequence[Curve], sampler: Any) -> None:
