@@ -861,6 +861,26 @@ def test_slow_starters_tables_are_seeded_and_their_early_ranks_point_the_wrong_w
     assert all(c.val_loss[4] > 2.2 for c in best)  # still at the initial loss, 2.3
 
 
+def test_slow_starters_crossing_curves_rank_by_pace_early_and_by_hyperparameters_late() -> None:
+    """``crossing``: each configuration's pace is its own, so epoch 5 ranks the final losses
+    weakly but not the wrong way, epoch 25 far better; the GP can learn the final loss from the
+    hyperparameters (the best configurations sit near a learning rate of 3e-3)."""
+    sys.path.insert(0, str(REPO / "benchmarks"))
+    import numpy as np
+    from scipy.stats import spearmanr
+    from slow_starters import table
+
+    curves = table("crossing", 0)
+    assert len(curves) == 300 and {c.epochs for c in curves} == {60}
+    assert table("crossing", 0)[7].val_loss.tolist() == curves[7].val_loss.tolist()
+    finals = [c.val_loss[-1] for c in curves]
+    at5 = spearmanr([c.val_loss[4] for c in curves], finals).statistic
+    at25 = spearmanr([c.val_loss[24] for c in curves], finals).statistic
+    assert 0 < at5 < 0.4 < at25
+    best = sorted(curves, key=lambda c: c.val_loss[-1])[:6]
+    assert all(abs(np.log10(c.hyperparameters["learning_rate"]) + 2.5) < 0.6 for c in best)
+
+
 def test_the_flat_start_guard_spares_unmoved_trials_only_once_most_judged_ones_were_flat() -> None:
     """slow_starters' ``default + flat guard`` prototype: with no flat stops behind it, a rung
     prunes a flat trial as the plain policy does; after 10 stops of which half were flat, an
