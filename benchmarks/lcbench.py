@@ -388,6 +388,7 @@ _NUMBERED: dict[str, tuple[str, str]] = {
     "y": ("probe_paces", _REAL),
     "S": ("misrank_min", _WHOLE),
     "f": ("forget_misled", _WHOLE),
+    "l": ("judge_every_bracket", _WHOLE),
 }
 
 
@@ -493,6 +494,9 @@ def parse_variant(method: str) -> tuple[str, dict[str, Any]]:
     ``f0`` (with ``G`` and ``j``): once the hedge has switched, the GP still fits every trial
     (the default row before stop 40); by default it fits only the trials that ran every epoch,
     as a sweep's searcher (``CpuGPSampler.forget_below``); ``f1`` is the default, spelt out.
+    ``l0`` (with ``j``): only the full runs' epoch-``grace`` losses are judged against bracket 0's
+    first rung for the switch (the default row before stop 41); by default every later
+    bracket's trials are (``AsyncHyperband(judge_every_bracket=True)``); ``l1`` spells it out.
     ``v``: a trial the look-ahead pruned is told to TPE at its estimated loss at the rung
     (``AsyncHyperband.rung_estimate``), not at its last loss.
     """

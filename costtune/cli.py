@@ -678,8 +678,9 @@ def watch_idle(
     default=HEDGE_DEFAULT,
     show_default=True,
     help="with --escalate: a stall also opens Hyperband's bracket without rungs, the stopping rule waits "
-    "for a later bracket's first rung, and once a full run the first rung would have pruned is the best "
-    "every new trial is one (and --searcher gp models the full runs alone), as a sweep's scheduler.hedge.",
+    "for a later bracket's first rung, and once a later bracket's trial the first rung would have "
+    "pruned is the best every new trial is a full run (and --searcher gp models the full runs "
+    "alone), as a sweep's scheduler.hedge.",
 )
 @click.option(
     "--rung-checks",
@@ -921,7 +922,7 @@ def replay(
         )
         if escalation["full_runs_after_trials"] is not None:
             click.echo(
-                f"full runs: after {escalation['full_runs_after_trials']} trials a full run the first rung "
+                f"full runs: after {escalation['full_runs_after_trials']} trials a trial the first rung "
                 "would have pruned was the best; every later trial ran in full"
                 + (", and the searcher modelled the full runs alone" if searcher == "gp" else "")
             )

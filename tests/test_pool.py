@@ -312,6 +312,6 @@ def test_replay_with_the_gp_says_when_it_switched_to_full_runs_and_what_the_sear
     text = CliRunner().invoke(main, args)
     assert text.exit_code == 0
     assert (
-        f"full runs: after {switched} trials a full run the first rung would have pruned was the best; every "
+        f"full runs: after {switched} trials a trial the first rung would have pruned was the best; every "
         "later trial ran in full, and the searcher modelled the full runs alone"
     ) in " ".join(text.output.split())

@@ -690,7 +690,7 @@ def test_replay_cli_hedges_curves_that_stay_flat_before_they_drop(tmp_path) -> N
     text = CliRunner().invoke(
         main, ["replay", str(path), "--grace-epochs", "2", "--eta", "3", "--price", "1"]
     )
-    line = f"full runs: after {switched} trials a full run the first rung would have pruned was the best"
+    line = f"full runs: after {switched} trials a trial the first rung would have pruned was the best"
     assert text.exit_code == 0 and line in text.output and "modelled the full runs alone" not in text.output
     # --no-escalate: nothing opens, the hedge with it
     assert run("--no-escalate")["settings"]["hedge"] is False

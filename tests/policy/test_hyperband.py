@@ -494,6 +494,30 @@ def test_the_hedge_is_hyperbands_bracket_without_rungs_among_those_a_stall_opens
         AsyncHyperband(6, 2, 3, 1, escalate=True).load_state_dict(saved)
 
 
+@pytest.mark.parametrize("every", [True, False])
+def test_a_later_brackets_trial_the_first_rung_would_have_pruned_switches_once_it_is_the_best(
+    every: bool,
+) -> None:
+    # rungs [[2, 4], [4], []]: a trial of the middle bracket also runs past epoch 2 unjudged, so
+    # it tests bracket 0's first rung as a full run does (judge_every_bracket, the default);
+    # judged at the hedge alone, it switches nothing
+    policy = AsyncHyperband(8, 2, 2, 1, escalate=True, hedge=True, judge_every_bracket=every)
+    _run_one_worker(policy, STALLING)
+    assert policy.open_brackets == 3 and not policy.switched
+    middle = next(t for t in (f"n{i}" for i in range(20)) if policy.on_add(t) == 1)
+    # 1.05 at epoch 2 is behind the first rung's cut (0.5 of "a", then the 1.0s); it then drops
+    # below the sweep's best (0.5) before its own rung at epoch 4 judges it
+    for e, v in enumerate([1.05, 1.05, 0.45], 1):
+        assert policy.on_result(middle, e, v, float(e)) is Decision.CONTINUE
+    assert policy.switched is every and (policy.judged_wrong == {middle}) is every
+    assert (policy.searcher_min_epochs() == 8) is every
+    assert ({policy.on_add(f"m{i}") for i in range(6)} == {2}) is every
+    # a policy pickled before the attribute existed judges the full runs alone, as it ran
+    older = AsyncHyperband(8, 2, 2, 1, escalate=True, hedge=True)
+    del older.__dict__["judge_every_bracket"]
+    assert older.judge_every_bracket is False
+
+
 def test_without_the_hedge_a_full_run_that_becomes_the_best_switches_nothing() -> None:
     policy = AsyncHyperband(8, 2, 2, 1, escalate=True)  # its last bracket has no rungs, but no hedge
     _run_one_worker(policy, STALLING)
