@@ -91,7 +91,7 @@ def table(kind: str, seed: int) -> list[Curve]:
 #: without its hedge, the hedge's prototypes; and the default's brackets opened on a stall alone
 #: (``stall only``: not on a first rung whose kept trials reverse their order, stop 39), or on
 #: such a rung alone (``misrank only``, a prototype: never on a stall); and the switch to full runs
-#: tested by the full runs alone (``full runs judged alone``: the default before stop 41)
+#: tested by every later bracket's trials (``every bracket judged``: ``hedge_judges: every_bracket``)
 SETTINGS = (
     "default",
     "--no-escalate",
@@ -107,7 +107,7 @@ SETTINGS = (
     "hedge prototype no switch",
     "stall only",
     "misrank only",
-    "full runs judged alone",
+    "every bracket judged",
 )
 
 
@@ -281,7 +281,7 @@ def replay(curves: list[Curve], setting: str, seed: int) -> Any:
         "hedge prototype no switch",
         "stall only",
         "misrank only",
-        "full runs judged alone",
+        "every bracket judged",
     )
     if setting in (*with_default_rungs, "rungs only"):
         escalate = setting != "--no-escalate"
@@ -306,8 +306,8 @@ def replay(curves: list[Curve], setting: str, seed: int) -> Any:
             and setting not in ("--no-hedge", "hedge prototype", "hedge prototype no switch"),
             # "stall only": the brackets open on a stall alone, not on a reversed first rung
             misrank_min=None if setting == "stall only" else MISRANK_MIN,
-            # stop 40's switch: only the full runs' losses at the first rung's epoch tested it
-            judge_every_bracket=setting != "full runs judged alone",
+            # scheduler.hedge_judges: every_bracket (stop 41): not only the full runs test the rung
+            judge_every_bracket=setting == "every bracket judged",
         )
     if setting in (*with_default_rungs, "stopper only"):
         noise_aware = NOISE_AWARE_DEFAULT or setting == "default + noise-aware"

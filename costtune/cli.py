@@ -678,9 +678,17 @@ def watch_idle(
     default=HEDGE_DEFAULT,
     show_default=True,
     help="with --escalate: a stall also opens Hyperband's bracket without rungs, the stopping rule waits "
-    "for a later bracket's first rung, and once a later bracket's trial the first rung would have "
-    "pruned is the best every new trial is a full run (and --searcher gp models the full runs "
-    "alone), as a sweep's scheduler.hedge.",
+    "for a later bracket's first rung, and once a full run the first rung would have pruned is the "
+    "best every new trial is a full run (and --searcher gp models the full runs alone), as a "
+    "sweep's scheduler.hedge.",
+)
+@click.option(
+    "--hedge-judges",
+    type=click.Choice(["full_runs", "every_bracket"]),
+    default="full_runs",
+    show_default=True,
+    help="with --hedge: whose losses at the first rung's epoch test the rung for the switch: the full "
+    "runs' alone, or every later bracket's trials too, as a sweep's scheduler.hedge_judges.",
 )
 @click.option(
     "--rung-checks",
@@ -749,6 +757,7 @@ def replay(
     warmup_trials: int | None,
     escalate: bool,
     hedge: bool,
+    hedge_judges: str,
     rung_checks: int,
     searcher: str,
     seed: int,
@@ -801,6 +810,7 @@ def replay(
                 escalate,
                 rung_checks=rung_checks,
                 hedge=hedge and escalate,
+                judge_every_bracket=hedge_judges == "every_bracket",
             )
             if scheduler == "hyperband"
             else None
@@ -874,6 +884,7 @@ def replay(
         "escalate": escalate if scheduler == "hyperband" else None,
         "rung_checks": rung_checks if scheduler == "hyperband" else None,
         "hedge": hedge and escalate if scheduler == "hyperband" else None,
+        "hedge_judges": hedge_judges if scheduler == "hyperband" and hedge and escalate else None,
     }
     notes = costtune_run.findings(longest)  # what its own curves say of its decisions
     opened = policy.opened_by if policy is not None else None

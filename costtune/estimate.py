@@ -21,7 +21,7 @@ than η² + 1 trials, or of more than ``MISRANK_MIN`` where the first bracket ha
 get this figure: the expected epochs with every bracket open from the first trial, an upper
 bound on what escalation adds (it opens them later, or never). With
 ``scheduler.hedge`` the brackets it opens include one of full runs; should the sweep then switch
-to full runs (a later bracket's trial the first rung would have pruned becomes its best), only the worst
+to full runs (a trial the first rung would have pruned becomes its best), only the worst
 case bounds it.
 """
 

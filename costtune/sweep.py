@@ -372,6 +372,7 @@ def _run(
             escalate=config.scheduler.escalate,
             rung_checks=config.scheduler.rung_checks,
             hedge=config.scheduler.hedge and config.scheduler.escalate,
+            judge_every_bracket=config.scheduler.hedge_judges == "every_bracket",
             cost_model=cost_model,
             seconds_field=config.cost.time_field,
             governor=governor,
@@ -788,6 +789,7 @@ def check_scheduler_state(config: SweepConfig, path: Path) -> None:
         escalate=s.escalate,
         rung_checks=s.rung_checks,
         hedge=s.hedge and s.escalate,
+        judge_every_bracket=s.hedge_judges == "every_bracket",
     ).geometry()
     saved = read_state(path)["policy"].get("geometry")
     if saved is None:
@@ -802,12 +804,14 @@ def check_scheduler_state(config: SweepConfig, path: Path) -> None:
             "escalate": bool(now.get("escalate")),
             "rung_checks": int(now.get("rung_checks", 0)),
             "hedge": bool(now.get("hedge")),
+            "hedge_judges": now.get("hedge_judges", "full_runs"),
         },
         {
             **saved,
             "escalate": bool(saved.get("escalate")),
             "rung_checks": int(saved.get("rung_checks", 0)),
             "hedge": bool(saved.get("hedge")),
+            "hedge_judges": saved.get("hedge_judges", "full_runs"),
         },
     )
     if saved == now:

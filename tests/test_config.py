@@ -333,3 +333,11 @@ def test_cli_estimate_prices_spot_capacity(tmp_path) -> None:
     assert a["usd_per_device_hour"] == pytest.approx(2.0) and b["usd_per_device_hour"] == pytest.approx(4.0)
     assert a["worst_cost_usd"] == pytest.approx(b["worst_cost_usd"] / 2)
     assert any("(spot)" in line for line in a["assumptions"])
+
+
+def test_hedge_judges_is_full_runs_unless_set_and_a_bad_value_is_named() -> None:
+    assert parse_config(MINIMAL).scheduler.hedge_judges == "full_runs"
+    every = parse_config({**MINIMAL, "scheduler": {"hedge_judges": "every_bracket"}})
+    assert every.scheduler.hedge_judges == "every_bracket"
+    with pytest.raises(ConfigError, match=r"^scheduler\.hedge_judges: .*'full_runs'.*'every_bracket'"):
+        parse_config({**MINIMAL, "scheduler": {"hedge_judges": "all"}})

@@ -363,6 +363,11 @@ def test_a_resume_refuses_a_config_edited_away_from_the_scheduler_that_ran(small
     # the hedge turned off after the run: refused the same way; a config.yaml saved before the
     # field existed (no hedge key) resumes the run as it ran
     refused({"hedge": False}, "scheduler.hedge is False, but the sweep ran with True")
+    # every bracket judged for the switch after a run that judged the full runs alone: the same
+    refused(
+        {"hedge_judges": "every_bracket"},
+        "scheduler.hedge_judges is 'every_bracket', but the sweep ran with 'full_runs'",
+    )
     del config["scheduler"]["hedge"]
     older = json.loads((run / "scheduler_state.json").read_text())
     del older["policy"]["geometry"]["hedge"]

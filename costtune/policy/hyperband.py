@@ -154,10 +154,14 @@ class AsyncHyperband:
             stalls and nothing changes; where curves stay flat before they drop (the late
             droppers end best), every early judgment is wrong and full runs are what find the
             best (``benchmarks/RESULTS.md``, stop 38).
-        judge_every_bracket: (with ``hedge``) every later bracket's trials test bracket 0's
-            first rung for the switch, not only the full runs (default). A stall opens 8 trials
-            of the middle bracket to every 3 full runs at η = 5, so the evidence comes about
-            three times as fast (``benchmarks/RESULTS.md``, stop 41).
+        judge_every_bracket: (with ``hedge``; a sweep's ``scheduler.hedge_judges:
+            every_bracket``) every later bracket's trials test bracket 0's first rung for the
+            switch, not only the full runs. A stall opens 8 trials of the middle bracket to
+            every 3 full runs at η = 5, so the evidence comes about three times as fast: on
+            ``benchmarks/slow_starters.py``'s curves 0.070 against 0.106 of the recorded dollars
+            (``plateau``), 0.093 against 0.127 (``slow``); on LCBench's test tasks it changed 6
+            of 960 run-targets, 4 dearer, one success lost (``benchmarks/RESULTS.md``, stop 41).
+            An option, off by default.
     """
 
     #: a policy pickled before the warm-up existed (a resumed older run) has none
@@ -198,7 +202,7 @@ class AsyncHyperband:
         rung_checks: int = 0,
         hedge: bool = False,
         misrank_min: int | None = MISRANK_MIN,
-        judge_every_bracket: bool = True,
+        judge_every_bracket: bool = False,
     ) -> None:
         validate_geometry(grace_epochs, eta, max_epochs)
         if hedge and not escalate:
@@ -632,6 +636,7 @@ class AsyncHyperband:
             **({"escalate": True} if self.escalate else {}),
             **({"rung_checks": self.rung_checks} if self.rung_checks else {}),
             **({"hedge": True} if self.hedge else {}),
+            **({"hedge_judges": "every_bracket"} if self.hedge and self.judge_every_bracket else {}),
         }
 
     def state_dict(self) -> dict[str, Any]:

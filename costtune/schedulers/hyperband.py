@@ -69,6 +69,8 @@ class CostAwareHyperBand(GovernedMixin, FIFOScheduler):
             first rung (never, in that bracket), and once one of its trials that the first rung
             would have pruned is the sweep's best every new trial goes there
             (:class:`~costtune.policy.AsyncHyperband`); default ``False``.
+        judge_every_bracket: (with ``hedge``) every later bracket's trials, not only the full
+            runs, test the first rung for that switch; default ``False``.
         cost_model: prices; default A100 at $2.50 per GPU-hour, CPU per core-hour.
         time_attr: result field that counts epochs (default ``training_iteration``).
         seconds_field: result field of metered seconds (default ``time_total_s``;
@@ -98,6 +100,7 @@ class CostAwareHyperBand(GovernedMixin, FIFOScheduler):
         escalate: bool = False,
         rung_checks: int = 0,
         hedge: bool = False,
+        judge_every_bracket: bool = False,
         cost_model: CostModel | None = None,
         time_attr: str = "training_iteration",
         seconds_field: str = "time_total_s",
@@ -125,6 +128,7 @@ class CostAwareHyperBand(GovernedMixin, FIFOScheduler):
             escalate,
             rung_checks=rung_checks,
             hedge=hedge,
+            judge_every_bracket=judge_every_bracket,
         )
         self.cost_model = cost_model or CostModel()
         self.time_attr = time_attr
