@@ -792,8 +792,9 @@ def test_rung_checks_in_a_ray_sweep_probe_and_open_the_brackets_like_the_simulat
 
 
 @pytest.mark.ray
+@pytest.mark.parametrize("judges", ["full_runs", "every_bracket"])
 def test_the_hedge_in_a_ray_sweep_runs_flat_starts_in_full_and_switches_like_the_simulator(
-    ray_session, tmp_path
+    ray_session, tmp_path, judges
 ) -> None:
     """`scheduler.hedge` in a real sweep (8 epochs, grace 2, η 2, the relative stopper judging
     from epoch 2, one trial at a time): a good trial, eight worse ones the first rung prunes
@@ -801,7 +802,8 @@ def test_the_hedge_in_a_ray_sweep_runs_flat_starts_in_full_and_switches_like_the
     flat trial of the bracket without rungs is not stopped by the stopper's pace, ends the
     sweep's best, and every later trial is a full run. Ray's scheduler and stopper end the same
     trials at the same epochs as the pure policy and rule in the simulator; without the hedge,
-    the stopper ends every flat start at epoch 2."""
+    the stopper ends every flat start at epoch 2. ``scheduler.hedge_judges: every_bracket``
+    reaches Ray's policy too (its geometry is saved with it) and decides as the simulator's."""
     curves = {"c00": [1.0, 0.6, 0.5, 0.45, 0.42, 0.41, 0.40, 0.40]}
     curves.update({f"c{i:02d}": [1.0 + i / 100, 0.9 + i / 100] + [0.85 + i / 100] * 6 for i in range(1, 9)})
     curves.update({f"c{i:02d}": [1.0 + i / 1000] * 5 + [0.3, 0.2, 0.1 + i / 1000] for i in range(9, 16)})
@@ -812,7 +814,7 @@ def test_the_hedge_in_a_ray_sweep_runs_flat_starts_in_full_and_switches_like_the
         path,
         tmp_path / "run",
         max_epochs=8,
-        scheduler={**geometry, "hedge": True},
+        scheduler={**geometry, "hedge": True, "hedge_judges": judges},
         stopping=settings,
         search_space={"config_id": {"type": "choice", "values": list(curves)}},
     )
@@ -820,7 +822,8 @@ def test_the_hedge_in_a_ray_sweep_runs_flat_starts_in_full_and_switches_like_the
     rule = StoppingRule(spare_best=True, max_epochs=8, **settings)  # type: ignore[arg-type]
 
     def simulated(hedge: bool) -> tuple[dict[str, int], AsyncHyperband]:
-        policy = AsyncHyperband(8, 2, 2, 1, escalate=True, hedge=hedge)
+        every = judges == "every_bracket"
+        policy = AsyncHyperband(8, 2, 2, 1, escalate=True, hedge=hedge, judge_every_bracket=every)
         sim = simulate(
             [table[c] for c in ran], policy, stopping=MarginalRoiStopping(rule), usd_per_device_hour=1.0
         )
@@ -833,5 +836,6 @@ def test_the_hedge_in_a_ray_sweep_runs_flat_starts_in_full_and_switches_like_the
     assert frame.loc[full_flat, "best_val_loss"].min() < 0.2
     state = json.loads((tmp_path / "run" / "scheduler_state.json").read_text())["policy"]
     assert state["escalation"]["switched"] is True and state["geometry"]["hedge"] is True
+    assert state["geometry"].get("hedge_judges", "full_runs") == judges
     without, _ = simulated(False)
     assert all(without[c] == 2 for c in ran if c >= "c09")
