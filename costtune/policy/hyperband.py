@@ -146,10 +146,10 @@ class AsyncHyperband:
         hedge: (with ``escalate``) Hyperband's most conservative bracket among those a stall
             opens: plain full runs, no rungs. A trial of a later bracket is not judged by the
             stopping rule's pace before its bracket's first rung, and one of this bracket never
-            (:meth:`stopper_waits_until`; a sweep's stopper asks it). Once a trial of a later
-            bracket (a full run, or one whose first rung comes later) that bracket 0's first rung
-            would have pruned at its epoch is the sweep's best, the rung has been shown to prune
-            what ends best, and every new trial is a full run (the sweep *switches*;
+            (:meth:`stopper_waits_until`; a sweep's stopper asks it). Once a full run (with
+            ``judge_every_bracket``, any later bracket's trial) that bracket 0's first rung would
+            have pruned at its epoch is the sweep's best, the rung has been shown to prune what
+            ends best, and every new trial is a full run (the sweep *switches*;
             :meth:`_hedge_result`). Where early losses rank well, the sweep rarely
             stalls and nothing changes; where curves stay flat before they drop (the late
             droppers end best), every early judgment is wrong and full runs are what find the
