@@ -27,7 +27,7 @@ the median cost to target (a failure counted as the recorded sweep's whole cost)
 the recorded sweep's cost, the median best loss, and in how many runs the replay's findings
 (``costtune replay``'s ``note:`` lines) said that most stopped trials had not moved yet.
 
-    .venv/bin/python benchmarks/slow_starters.py [--tables 3 --seeds 3] [--kinds slow]
+    .venv/bin/python benchmarks/slow_starters.py [--tables 3 --seeds 3 --first-table 0] [--kinds slow]
         [--settings "default,rungs only,stopper only"]
 """
 
@@ -333,10 +333,21 @@ def replay(curves: list[Curve], setting: str, seed: int) -> Any:
     )
 
 
+def paired_counts(reference: list[float], other: list[float]) -> str:
+    """ "cheaper / dearer": in how many runs (same table, same seed) ``other`` paid less / more than
+    ``reference`` to reach the target (a failure counted as 1.0, the recorded sweep's cost)."""
+    cheaper = sum(o < r for r, o in zip(reference, other, strict=True))
+    dearer = sum(o > r for r, o in zip(reference, other, strict=True))
+    return f"{cheaper} / {dearer}"
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--tables", type=int, default=3, help="synthetic tables of each kind (seeds 0..)")
     parser.add_argument("--seeds", type=int, default=3, help="searcher seeds per table")
+    parser.add_argument(
+        "--first-table", type=int, default=0, help="the first table's seed (tables first..first+tables-1)"
+    )
     parser.add_argument(
         "--kinds",
         default="slow,plateau",
@@ -351,6 +362,8 @@ def main(argv: list[str] | None = None) -> None:
     args = parser.parse_args(argv)
     if args.tables < 1 or args.seeds < 1:
         parser.error("--tables and --seeds: must be at least 1")
+    if args.first_table < 0:
+        parser.error("--first-table: must be at least 0")
     kinds = args.kinds.split(",")
     settings = [x.strip() for x in args.settings.replace("fifo, no stopping", "fifo").split(",")]
     settings = ["fifo, no stopping" if x == "fifo" else x for x in settings]
@@ -365,13 +378,13 @@ def main(argv: list[str] | None = None) -> None:
             parser.error(f"{what}: unknown {bad[0]!r}")
     print(
         "| curves | setting | reached | cost to target ÷ recorded (median) | best loss (median) "
-        "| told: stopped before moving |"
+        f"| told: stopped before moving | vs {settings[0]}: cheaper / dearer |"
     )
-    print("|---|---|---:|---:|---:|---:|")
+    print("|---|---|---:|---:|---:|---:|---:|")
     for kind in kinds:
         results: dict[str, list[tuple[float, float]]] = {s: [] for s in settings}
         told = dict.fromkeys(settings, 0)  # runs whose findings say trials were stopped before moving
-        for t in range(args.tables):
+        for t in range(args.first_table, args.first_table + args.tables):
             curves = table(kind, t)
             recorded = sum(float(c.epoch_seconds.sum()) for c in curves) / 3600 * USD_PER_HOUR
             target = sorted(float(c.val_loss[-1]) for c in curves)[5]
@@ -382,12 +395,14 @@ def main(argv: list[str] | None = None) -> None:
                     share = float("inf") if cost is None else cost / recorded
                     results[setting].append((share, sim.best_loss))
                     told[setting] += any(f.code == "stopped_before_moving" for f in sim.findings(EPOCHS))
+        first = [min(c, 1.0) for c, _ in results[settings[0]]]
         for setting, runs in results.items():
             reached = sum(np.isfinite(c) for c, _ in runs)
             shares = [min(c, 1.0) for c, _ in runs]
+            paired = paired_counts(first, shares) if setting != settings[0] else "—"
             print(
                 f"| {kind} | {setting} | {reached}/{len(runs)} | {statistics.median(shares):.3f} "
-                f"| {statistics.median(b for _, b in runs):.4f} | {told[setting]}/{len(runs)} |"
+                f"| {statistics.median(b for _, b in runs):.4f} | {told[setting]}/{len(runs)} | {paired} |"
             )
 
 

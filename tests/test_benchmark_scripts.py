@@ -834,6 +834,22 @@ def test_slow_starters_help_names_every_setting_and_a_bad_one_is_refused() -> No
         [*script, "--settings", "nope"], cwd=REPO, capture_output=True, text=True, timeout=60
     )
     assert bad.returncode == 2 and "nope" in bad.stderr
+    negative = subprocess.run(
+        [*script, "--first-table", "-1"], cwd=REPO, capture_output=True, text=True, timeout=60
+    )
+    assert negative.returncode == 2 and "--first-table" in negative.stderr
+
+
+def test_slow_starters_pairs_runs_with_the_first_setting() -> None:
+    """The table's paired column counts, run by run, who paid less than the first setting; a
+    failure (inf) counts as the whole recorded cost, 1.0, so two failures tie."""
+    sys.path.insert(0, str(REPO / "benchmarks"))
+    from slow_starters import paired_counts
+
+    assert paired_counts([0.1, 0.2, 1.0, 0.5], [0.05, 0.3, 1.0, 0.5]) == "1 / 1"
+    assert paired_counts([0.1, 0.2], [0.2, 0.3]) == "0 / 2"
+    with pytest.raises(ValueError):
+        paired_counts([0.1], [0.1, 0.2])
 
 
 def test_slow_starters_tables_are_seeded_and_their_early_ranks_point_the_wrong_way() -> None:
