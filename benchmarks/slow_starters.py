@@ -334,7 +334,7 @@ def replay(curves: list[Curve], setting: str, seed: int) -> Any:
 
 
 def paired_counts(reference: list[float], other: list[float]) -> str:
-    """ "cheaper / dearer": in how many runs (same table, same seed) ``other`` paid less / more than
+    """In how many runs ("cheaper / dearer") (same table, same seed) ``other`` paid less / more than
     ``reference`` to reach the target (a failure counted as 1.0, the recorded sweep's cost)."""
     cheaper = sum(o < r for r, o in zip(reference, other, strict=True))
     dearer = sum(o > r for r, o in zip(reference, other, strict=True))
