@@ -494,10 +494,11 @@ def parse_variant(method: str) -> tuple[str, dict[str, Any]]:
     ``f0`` (with ``G`` and ``j``): once the hedge has switched, the GP still fits every trial
     (the default row before stop 40); by default it fits only the trials that ran every epoch,
     as a sweep's searcher (``CpuGPSampler.forget_below``); ``f1`` is the default, spelt out.
-    ``l1`` (with ``j``): every later bracket's trials, not only the full runs, are judged against
-    bracket 0's first rung at its epoch for the switch to full runs
-    (``AsyncHyperband(judge_every_bracket=True)``, a sweep's ``scheduler.hedge_judges:
-    every_bracket``, stop 41); ``l0``: the default, spelt out.
+    ``l0`` (with ``j``): only the full runs are judged against bracket 0's first rung at its epoch
+    for the switch to full runs (``AsyncHyperband(judge_every_bracket=False)``, a sweep's
+    ``scheduler.hedge_judges: full_runs``; the default row ``…JVj`` until stop 41 meant this);
+    by default every later bracket's trials are (``l1``, spelt out; stop 41's option, the
+    default since stop 42).
     ``v``: a trial the look-ahead pruned is told to TPE at its estimated loss at the rung
     (``AsyncHyperband.rung_estimate``), not at its last loss.
     """

@@ -91,7 +91,8 @@ def table(kind: str, seed: int) -> list[Curve]:
 #: without its hedge, the hedge's prototypes; and the default's brackets opened on a stall alone
 #: (``stall only``: not on a first rung whose kept trials reverse their order, stop 39), or on
 #: such a rung alone (``misrank only``, a prototype: never on a stall); and the switch to full runs
-#: tested by every later bracket's trials (``every bracket judged``: ``hedge_judges: every_bracket``)
+#: tested by the full runs alone (``full runs judged``: ``hedge_judges: full_runs``, the default
+#: until stop 42; ``every bracket judged``, the default since, spelt out)
 SETTINGS = (
     "default",
     "--no-escalate",
@@ -108,6 +109,7 @@ SETTINGS = (
     "stall only",
     "misrank only",
     "every bracket judged",
+    "full runs judged",
 )
 
 
@@ -282,6 +284,7 @@ def replay(curves: list[Curve], setting: str, seed: int) -> Any:
         "stall only",
         "misrank only",
         "every bracket judged",
+        "full runs judged",
     )
     if setting in (*with_default_rungs, "rungs only"):
         escalate = setting != "--no-escalate"
@@ -306,8 +309,9 @@ def replay(curves: list[Curve], setting: str, seed: int) -> Any:
             and setting not in ("--no-hedge", "hedge prototype", "hedge prototype no switch"),
             # "stall only": the brackets open on a stall alone, not on a reversed first rung
             misrank_min=None if setting == "stall only" else MISRANK_MIN,
-            # scheduler.hedge_judges: every_bracket (stop 41): not only the full runs test the rung
-            judge_every_bracket=setting == "every bracket judged",
+            # scheduler.hedge_judges: every_bracket (the default since stop 42): every later
+            # bracket's trials test the first rung; full_runs: the full runs alone
+            judge_every_bracket=setting != "full runs judged",
         )
     if setting in (*with_default_rungs, "stopper only"):
         noise_aware = NOISE_AWARE_DEFAULT or setting == "default + noise-aware"

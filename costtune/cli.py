@@ -685,10 +685,10 @@ def watch_idle(
 @click.option(
     "--hedge-judges",
     type=click.Choice(["full_runs", "every_bracket"]),
-    default="full_runs",
+    default="every_bracket",
     show_default=True,
-    help="with --hedge: whose losses at the first rung's epoch test the rung for the switch: the full "
-    "runs' alone, or every later bracket's trials too, as a sweep's scheduler.hedge_judges.",
+    help="with --hedge: whose losses at the first rung's epoch test the rung for the switch: every "
+    "later bracket's trials, or the full runs' alone, as a sweep's scheduler.hedge_judges.",
 )
 @click.option(
     "--rung-checks",

@@ -796,6 +796,8 @@ def check_scheduler_state(config: SweepConfig, path: Path) -> None:
         return
     if "hedge" not in s.model_fields_set:  # a run saved before the field: it ran without
         now.pop("hedge", None)
+    if "hedge_judges" not in s.model_fields_set:  # saved before the field: the full runs alone judged
+        now.pop("hedge_judges", None)
     # a geometry names escalate and rung_checks only when on (a state saved before they existed
     # has neither)
     now, saved = (

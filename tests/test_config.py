@@ -335,9 +335,9 @@ def test_cli_estimate_prices_spot_capacity(tmp_path) -> None:
     assert any("(spot)" in line for line in a["assumptions"])
 
 
-def test_hedge_judges_is_full_runs_unless_set_and_a_bad_value_is_named() -> None:
-    assert parse_config(MINIMAL).scheduler.hedge_judges == "full_runs"
-    every = parse_config({**MINIMAL, "scheduler": {"hedge_judges": "every_bracket"}})
-    assert every.scheduler.hedge_judges == "every_bracket"
+def test_hedge_judges_is_every_bracket_unless_set_and_a_bad_value_is_named() -> None:
+    assert parse_config(MINIMAL).scheduler.hedge_judges == "every_bracket"
+    full = parse_config({**MINIMAL, "scheduler": {"hedge_judges": "full_runs"}})
+    assert full.scheduler.hedge_judges == "full_runs"
     with pytest.raises(ConfigError, match=r"^scheduler\.hedge_judges: .*'full_runs'.*'every_bracket'"):
         parse_config({**MINIMAL, "scheduler": {"hedge_judges": "all"}})

@@ -206,7 +206,7 @@ def test_replay_cli_with_searcher_stopping_budget_and_seed(tmp_path) -> None:
         "escalate": True,  # a sweep's default
         "rung_checks": RUNG_CHECKS_DEFAULT,  # as is this
         "hedge": HEDGE_DEFAULT,  # and this
-        "hedge_judges": "full_runs",  # and whose losses test the first rung for its switch
+        "hedge_judges": "every_bracket",  # and whose losses test the first rung for its switch
     }
     assert data["runs"]["recorded"]["truncated"] == 1
     assert data["runs"]["costtune"]["cost_usd"] <= 3.0 + 60 / 3600 * 2.5

@@ -694,16 +694,16 @@ def test_replay_cli_hedges_curves_that_stay_flat_before_they_drop(tmp_path) -> N
     assert text.exit_code == 0 and line in text.output and "modelled the full runs alone" not in text.output
     # --no-escalate: nothing opens, the hedge with it
     assert run("--no-escalate")["settings"]["hedge"] is False
-    # every later bracket's trials judged too: the middle bracket's flat starts test the rung as
-    # well, so the switch comes no later
-    every = run("--hedge-judges", "every_bracket")
+    # every later bracket's trials judged (the default): the middle bracket's flat starts test the
+    # rung as well as the full runs do, so the switch comes no later than with the full runs alone
+    full = run("--hedge-judges", "full_runs")
     assert (
-        hedged["settings"]["hedge_judges"] == "full_runs"
-        and every["settings"]["hedge_judges"] == "every_bracket"
+        hedged["settings"]["hedge_judges"] == "every_bracket"
+        and full["settings"]["hedge_judges"] == "full_runs"
     )
     assert plain["settings"]["hedge_judges"] is None
-    assert every["escalation"]["full_runs_after_trials"] <= switched
-    assert every["runs"]["costtune"]["best_val_loss"] < 0.2
+    assert switched <= full["escalation"]["full_runs_after_trials"]
+    assert full["runs"]["costtune"]["best_val_loss"] < 0.2
 
 
 @pytest.mark.ray

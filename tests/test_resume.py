@@ -335,6 +335,7 @@ def test_a_resume_refuses_a_config_edited_away_from_the_scheduler_that_ran(small
 
     from costtune.cli import main
     from costtune.config import parse_config
+    from costtune.errors import ConfigError
     from costtune.sweep import check_scheduler_state
 
     run = tmp_path / "run"
@@ -363,10 +364,11 @@ def test_a_resume_refuses_a_config_edited_away_from_the_scheduler_that_ran(small
     # the hedge turned off after the run: refused the same way; a config.yaml saved before the
     # field existed (no hedge key) resumes the run as it ran
     refused({"hedge": False}, "scheduler.hedge is False, but the sweep ran with True")
-    # every bracket judged for the switch after a run that judged the full runs alone: the same
+    # the full runs alone judged for the switch after a run that judged every bracket (the
+    # default): the same
     refused(
-        {"hedge_judges": "every_bracket"},
-        "scheduler.hedge_judges is 'every_bracket', but the sweep ran with 'full_runs'",
+        {"hedge_judges": "full_runs"},
+        "scheduler.hedge_judges is 'full_runs', but the sweep ran with 'every_bracket'",
     )
     del config["scheduler"]["hedge"]
     older = json.loads((run / "scheduler_state.json").read_text())
@@ -374,6 +376,22 @@ def test_a_resume_refuses_a_config_edited_away_from_the_scheduler_that_ran(small
     (tmp_path / "older_state.json").write_text(json.dumps(older))
     check_scheduler_state(parse_config(config), tmp_path / "older_state.json")
     config["scheduler"]["hedge"] = True
+    # a run of a costtune whose default judged the full runs alone: its config.yaml has no
+    # hedge_judges key and its state no hedge_judges in the geometry; it resumes as it ran, where
+    # the key set to the new default is refused
+    older = json.loads((run / "scheduler_state.json").read_text())
+    assert older["policy"]["geometry"].pop("hedge_judges") == "every_bracket"
+    (tmp_path / "older_state.json").write_text(json.dumps(older))
+    judges = config["scheduler"].pop("hedge_judges")
+    check_scheduler_state(parse_config(config), tmp_path / "older_state.json")
+    with pytest.raises(
+        ConfigError, match=r"hedge_judges is 'every_bracket', but the sweep ran with 'full_runs'"
+    ):
+        check_scheduler_state(
+            parse_config({**config, "scheduler": {**config["scheduler"], "hedge_judges": judges}}),
+            tmp_path / "older_state.json",
+        )
+    config["scheduler"]["hedge_judges"] = judges
     # a state file damaged by hand is named, not a traceback
     config["scheduler"]["eta"] = 3
     (run / "config.yaml").write_text(yaml.safe_dump(config))

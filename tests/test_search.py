@@ -75,6 +75,7 @@ def test_the_sweeps_scheduler_is_the_one_the_benchmark_default_was_measured_with
     from pathlib import Path
 
     from costtune.config import SchedulerConfig, parse_config, warmup_trials
+    from costtune.policy import AsyncHyperband
 
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benchmarks"))
     from lcbench import parse_variant
@@ -85,6 +86,11 @@ def test_the_sweeps_scheduler_is_the_one_the_benchmark_default_was_measured_with
     assert parse_variant("costtune-hb-rel-tpe:r0.3sGCW10i5")[1].get("escalate", False) is False
     assert parse_variant("costtune-hb-rel-tpe:r0.3sGCW10i5JVj")[1]["hedge"] is s.hedge is True
     assert parse_variant("costtune-hb-rel-tpe:r0.3sGCW10i5JV")[1].get("hedge", False) is False
+    # every later bracket's trials test the first rung for the hedge's switch (since stop 42): the
+    # default row leaves it to the policy's default, l0 turns it off
+    assert s.hedge_judges == "every_bracket" and "judge_every_bracket" not in variant
+    assert AsyncHyperband(52, escalate=True, hedge=True).judge_every_bracket is True
+    assert parse_variant("costtune-hb-rel-tpe:r0.3sGCW10i5JVjl0")[1]["judge_every_bracket"] == 0
     assert (s.grace_epochs, s.eta, s.brackets) == (5, 5, 1) and "brackets" not in variant
     config = parse_config(
         {

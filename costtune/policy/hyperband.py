@@ -155,13 +155,15 @@ class AsyncHyperband:
             droppers end best), every early judgment is wrong and full runs are what find the
             best (``benchmarks/RESULTS.md``, stop 38).
         judge_every_bracket: (with ``hedge``; a sweep's ``scheduler.hedge_judges:
-            every_bracket``) every later bracket's trials test bracket 0's first rung for the
-            switch, not only the full runs. A stall opens 8 trials of the middle bracket to
-            every 3 full runs at η = 5, so the evidence comes about three times as fast: on
-            ``benchmarks/slow_starters.py``'s curves 0.070 against 0.106 of the recorded dollars
-            (``plateau``), 0.093 against 0.127 (``slow``); on LCBench's test tasks it changed 6
-            of 960 run-targets, 4 dearer, one success lost (``benchmarks/RESULTS.md``, stop 41).
-            An option, off by default.
+            every_bracket``, the default; ``False``: the full runs alone, ``full_runs``) every
+            later bracket's trials test bracket 0's first rung for the switch, not only the full
+            runs. A stall opens 8 trials of the middle bracket to every 3 full runs at η = 5, so
+            the evidence comes about three times as fast: on ``benchmarks/slow_starters.py``'s
+            curves 0.070 against 0.106 of the recorded dollars (``plateau``), 0.093 against 0.127
+            (``slow``), and cheaper in 10 of 27 runs, dearer in none, on three tables of each kind
+            no setting was chosen on; on LCBench it changes about 1 run in 300, more of them
+            dearer than cheaper (2 and 8 over dev, test and the 18 wider tasks; one test success
+            lost). The default since stop 42 (``benchmarks/RESULTS.md``, stops 41 and 42).
     """
 
     #: a policy pickled before the warm-up existed (a resumed older run) has none
@@ -184,7 +186,7 @@ class AsyncHyperband:
     opened_at: int | None = None
     switched_at: int | None = None
     #: nor judged any bracket's trials but the hedge's against the first rung (a resumed older run
-    #: switches as it would have)
+    #: switches as it would have; the default for a new policy is True since stop 42)
     judge_every_bracket: bool = False
 
     def __init__(
@@ -202,7 +204,7 @@ class AsyncHyperband:
         rung_checks: int = 0,
         hedge: bool = False,
         misrank_min: int | None = MISRANK_MIN,
-        judge_every_bracket: bool = False,
+        judge_every_bracket: bool = True,
     ) -> None:
         validate_geometry(grace_epochs, eta, max_epochs)
         if hedge and not escalate:

@@ -70,7 +70,8 @@ class CostAwareHyperBand(GovernedMixin, FIFOScheduler):
             would have pruned is the sweep's best every new trial goes there
             (:class:`~costtune.policy.AsyncHyperband`); default ``False``.
         judge_every_bracket: (with ``hedge``) every later bracket's trials, not only the full
-            runs, test the first rung for that switch; default ``False``.
+            runs, test the first rung for that switch; default ``True`` (a sweep's
+            ``scheduler.hedge_judges: every_bracket``); ``False``: the full runs alone.
         cost_model: prices; default A100 at $2.50 per GPU-hour, CPU per core-hour.
         time_attr: result field that counts epochs (default ``training_iteration``).
         seconds_field: result field of metered seconds (default ``time_total_s``;
@@ -100,7 +101,7 @@ class CostAwareHyperBand(GovernedMixin, FIFOScheduler):
         escalate: bool = False,
         rung_checks: int = 0,
         hedge: bool = False,
-        judge_every_bracket: bool = False,
+        judge_every_bracket: bool = True,
         cost_model: CostModel | None = None,
         time_attr: str = "training_iteration",
         seconds_field: str = "time_total_s",
