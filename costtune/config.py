@@ -218,7 +218,7 @@ class SchedulerConfig(_Strict):
         "full runs: every later bracket's trials (every_bracket, the default: the evidence comes about "
         "three times as fast; a quarter to a third cheaper on curves that stay flat or start slow), or "
         "the full runs' alone (full_runs, the earlier default: on LCBench every_bracket changes about 1 run "
-        "in 150, more of them dearer; see README)",
+        "in 150, either way; see README)",
     )
     rung_checks: int = Field(
         RUNG_CHECKS_DEFAULT,

@@ -161,8 +161,8 @@ class AsyncHyperband:
             the evidence comes about three times as fast: on ``benchmarks/slow_starters.py``'s
             curves 0.070 against 0.106 of the recorded dollars (``plateau``), 0.093 against 0.127
             (``slow``), and cheaper in 10 of 27 runs, dearer in none, on three tables of each kind
-            no setting was chosen on; on LCBench it changes about 1 run-target in 150, more of them
-            dearer than cheaper (2 and 8 of 1,480 over dev, test and the 18 wider tasks; one test
+            no setting was chosen on; on LCBench it changes about 1 run-target in 150, either way
+            (4 cheaper and 6 dearer of 1,480 over dev, test and the 18 wider tasks; one test
             success lost). The default since stop 42 (``benchmarks/RESULTS.md``, stops 41 and 42).
     """
 
