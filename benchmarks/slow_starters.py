@@ -338,8 +338,8 @@ def replay(curves: list[Curve], setting: str, seed: int) -> Any:
 
 
 def paired_counts(reference: list[float], other: list[float]) -> str:
-    """In how many runs ("cheaper / dearer") (same table, same seed) ``other`` paid less / more than
-    ``reference`` to reach the target (a failure counted as 1.0, the recorded sweep's cost)."""
+    """The runs (same table, same seed) where ``other`` paid less / more than ``reference`` to reach
+    the target, as "cheaper / dearer"; a failure counts as 1.0 (the recorded sweep's cost)."""
     cheaper = sum(o < r for r, o in zip(reference, other, strict=True))
     dearer = sum(o > r for r, o in zip(reference, other, strict=True))
     return f"{cheaper} / {dearer}"
@@ -347,7 +347,9 @@ def paired_counts(reference: list[float], other: list[float]) -> str:
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--tables", type=int, default=3, help="synthetic tables of each kind (seeds 0..)")
+    parser.add_argument(
+        "--tables", type=int, default=3, help="synthetic tables of each kind (from --first-table on)"
+    )
     parser.add_argument("--seeds", type=int, default=3, help="searcher seeds per table")
     parser.add_argument(
         "--first-table", type=int, default=0, help="the first table's seed (tables first..first+tables-1)"
