@@ -678,9 +678,9 @@ def watch_idle(
     default=HEDGE_DEFAULT,
     show_default=True,
     help="with --escalate: a stall also opens Hyperband's bracket without rungs, the stopping rule waits "
-    "for a later bracket's first rung, and once a full run the first rung would have pruned is the "
-    "best every new trial is a full run (and --searcher gp models the full runs alone), as a "
-    "sweep's scheduler.hedge.",
+    "for a later bracket's first rung, and once a later bracket's trial (see --hedge-judges) the first "
+    "rung would have pruned is the best every new trial is a full run (and --searcher gp models the "
+    "full runs alone), as a sweep's scheduler.hedge.",
 )
 @click.option(
     "--hedge-judges",

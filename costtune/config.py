@@ -206,11 +206,10 @@ class SchedulerConfig(_Strict):
         HEDGE_DEFAULT,
         description="with escalate: a stall also opens Hyperband's bracket without rungs (plain full runs), "
         "the stopping rule waits for a later bracket's first rung (never stops a trial of that bracket "
-        "on its pace), and once a full run (see hedge_judges) the first rung would have pruned is the "
-        "sweep's best every new trial is a full run, and the Gaussian-process searcher from then models the "
-        "full runs alone (on by "
-        "default: it rescues sweeps whose curves stay flat before they drop; without escalate it does "
-        "nothing)",
+        "on its pace), and once a later bracket's trial (see hedge_judges) the first rung would have "
+        "pruned is the sweep's best every new trial is a full run, and the Gaussian-process searcher "
+        "from then models the full runs alone (on by default: it rescues sweeps whose curves stay flat "
+        "before they drop; without escalate it does nothing)",
     )
     hedge_judges: Literal["full_runs", "every_bracket"] = Field(
         "every_bracket",
