@@ -271,21 +271,8 @@ class NoStall(AsyncHyperband):
 def replay(curves: list[Curve], setting: str, seed: int) -> Any:
     """One replay of ``curves`` as ``costtune replay --searcher gp`` runs it."""
     policy, stopping = None, None
-    with_default_rungs = (
-        "default",
-        "--no-escalate",
-        "default + flat guard",
-        "default + stall 2%",
-        "default + noise-aware",
-        "default + rung checks",
-        "--no-hedge",
-        "hedge prototype",
-        "hedge prototype no switch",
-        "stall only",
-        "misrank only",
-        "every bracket judged",
-        "full runs judged",
-    )
+    # every setting but the three that take the default apart has the default's rungs and stopper
+    with_default_rungs = [x for x in SETTINGS if x not in ("rungs only", "stopper only", "fifo, no stopping")]
     if setting in (*with_default_rungs, "rungs only"):
         escalate = setting != "--no-escalate"
         warmup = auto_warmup_trials(5, len(curves))
