@@ -48,7 +48,7 @@ from costtune.curves import Curve
 from costtune.policy import AsyncHyperband, Decision, MarginalRoiStopping, StoppingRule, auto_warmup_trials
 from costtune.policy.hyperband import HEDGE_DEFAULT, MISRANK_MIN, RUNG_CHECKS_DEFAULT
 from costtune.policy.stopping import NOISE_AWARE_DEFAULT
-from costtune.pool import GpPool
+from costtune.pool import GpPool, SamplerPool, TpePool
 from costtune.simulate import simulate
 
 EPOCHS = 60
@@ -110,6 +110,8 @@ SETTINGS = (
     "misrank only",
     "every bracket judged",
     "full runs judged",
+    "default with tpe",
+    "optuna tpe + sha",
 )
 
 
@@ -268,8 +270,66 @@ class NoStall(AsyncHyperband):
         return False
 
 
+class PeerRun:
+    """A peer's run over a table, one trial at a time: what :func:`replay`'s simulation answers
+    (``cost_to_target``, ``best_loss``, ``findings``) from every epoch it ran, in order."""
+
+    def __init__(self) -> None:
+        self.spent = 0.0
+        self.best_loss = float("inf")
+        self._reached: list[tuple[float, float]] = []  # (dollars spent, loss) at each new best
+        self.trials: list[tuple[str, int]] = []  # (configuration, epochs it ran), in the order run
+
+    def epoch(self, seconds: float, loss: float) -> None:
+        self.spent += seconds / 3600 * USD_PER_HOUR
+        if loss < self.best_loss:
+            self.best_loss = loss
+            self._reached.append((self.spent, loss))
+
+    def cost_to_target(self, target: float) -> float | None:
+        return next((usd for usd, loss in self._reached if loss <= target), None)
+
+    def findings(self, max_epochs: int) -> list[Any]:
+        return []  # the peer's run says nothing of its own decisions
+
+
+def optuna_sha(curves: list[Curve], seed: int) -> PeerRun:
+    """(``optuna tpe + sha``) The peer #13's held-out figures were measured against, through
+    Optuna's own code: ``TPESampler(seed)`` (Optuna's defaults) and
+    ``SuccessiveHalvingPruner(min_resource=5, reduction_factor=5)`` at costtune's rungs, asked
+    and told as an Optuna user's loop does (each epoch reported, ``should_prune()`` asked, a
+    pruned trial told as PRUNED). Over the table's configurations as costtune's replay: the
+    sampler's proposal is snapped to the nearest unused one (:class:`costtune.pool.SamplerPool`),
+    which then runs as an enqueued trial with those exact values."""
+    import optuna
+
+    pool = SamplerPool(curves, optuna.samplers.TPESampler(seed=seed))
+    pool.study.pruner = optuna.pruners.SuccessiveHalvingPruner(min_resource=5, reduction_factor=5)
+    run = PeerRun()
+    while (curve := pool.ask()) is not None:
+        pool._pending.pop(curve.config_id)  # told here, epoch by epoch, not through pool.tell
+        params = pool._params(curve)
+        pool.study.enqueue_trial(params)
+        trial = pool.study.ask(fixed_distributions=pool.space)
+        assert trial.params == params, "an enqueued trial runs the configuration snapped to"
+        for e in range(1, EPOCHS + 1):
+            loss = float(curve.val_loss[e - 1])
+            run.epoch(float(curve.epoch_seconds[e - 1]), loss)
+            trial.report(loss, e)
+            if e < EPOCHS and trial.should_prune():
+                pool.study.tell(trial, state=optuna.trial.TrialState.PRUNED)
+                break
+        else:
+            pool.study.tell(trial, loss)
+        run.trials.append((curve.config_id, e))
+    return run
+
+
 def replay(curves: list[Curve], setting: str, seed: int) -> Any:
-    """One replay of ``curves`` as ``costtune replay --searcher gp`` runs it."""
+    """One replay of ``curves`` as ``costtune replay --searcher gp`` runs it (``--searcher tpe``
+    for ``default with tpe``; ``optuna tpe + sha``: :func:`optuna_sha`)."""
+    if setting == "optuna tpe + sha":
+        return optuna_sha(curves, seed)
     policy, stopping = None, None
     # every setting but the three that take the default apart has the default's rungs and stopper
     with_default_rungs = [x for x in SETTINGS if x not in ("rungs only", "stopper only", "fifo, no stopping")]
@@ -310,7 +370,7 @@ def replay(curves: list[Curve], setting: str, seed: int) -> Any:
     if setting == "default + flat guard" and policy is not None and stopping is not None:
         guard = FlatStartGuard()
         policy, stopping = guard.policy(policy), guard.stopper(stopping)
-    pool = GpPool(curves, seed=seed)
+    pool = TpePool(curves, seed=seed) if setting == "default with tpe" else GpPool(curves, seed=seed)
     # as costtune replay's: the GP forgets misleading rungs once switched (the prototypes' wrappers: no)
     pool.policy = policy if isinstance(policy, AsyncHyperband) else None
     return simulate(

@@ -897,6 +897,43 @@ def test_slow_starters_crossing_curves_rank_by_pace_early_and_by_hyperparameters
     assert all(abs(np.log10(c.hyperparameters["learning_rate"]) + 2.5) < 0.6 for c in best)
 
 
+def test_slow_starters_optuna_peer_prunes_at_the_same_rungs_through_optunas_own_pruner() -> None:
+    """``optuna tpe + sha``: Optuna's TPE and ``SuccessiveHalvingPruner(5, 5)`` over the table,
+    one trial at a time. Its stops are the asynchronous rule at rungs 5 and 25, worked out here
+    from the order the trials ran: a trial goes on past a rung when its loss there is within the
+    best max(1, ⌊n/5⌋) of the n trials that reached it so far, itself included. Its dollars are
+    the epochs it ran; the same seed gives the same run; the cost to a target is the spend when
+    a loss first reached it."""
+    sys.path.insert(0, str(REPO / "benchmarks"))
+    from slow_starters import EPOCHS, USD_PER_HOUR, optuna_sha, table
+
+    curves = table("crossing", 0)[:60]
+    by_id = {c.config_id: c for c in curves}
+    run = optuna_sha(curves, seed=0)
+    assert sorted(i for i, _ in run.trials) == sorted(by_id)  # every configuration once
+    seen: dict[int, list[float]] = {5: [], 25: []}
+    expected = []
+    for config_id, _ in run.trials:
+        loss = by_id[config_id].val_loss
+        epochs = EPOCHS
+        for rung in (5, 25):
+            seen[rung].append(float(loss[rung - 1]))
+            keep = max(1, len(seen[rung]) // 5)
+            if loss[rung - 1] > sorted(seen[rung])[keep - 1]:
+                epochs = rung
+                break
+        expected.append(epochs)
+    assert [e for _, e in run.trials] == expected
+    assert {5, 25, EPOCHS} <= set(expected)  # each outcome exercised
+    spent = sum(float(by_id[i].epoch_seconds[:e].sum()) for i, e in run.trials) / 3600 * USD_PER_HOUR
+    assert abs(run.spent - spent) < 1e-9
+    assert run.best_loss == min(float(by_id[i].val_loss[:e].min()) for i, e in run.trials)
+    again = optuna_sha(curves, seed=0)
+    assert again.trials == run.trials and again.spent == run.spent
+    assert run.cost_to_target(run.best_loss) is not None and run.cost_to_target(run.best_loss - 1e-9) is None
+    assert 0 < run.cost_to_target(float("inf")) < run.cost_to_target(run.best_loss) <= run.spent
+
+
 def test_the_flat_start_guard_spares_unmoved_trials_only_once_most_judged_ones_were_flat() -> None:
     """slow_starters' ``default + flat guard`` prototype: with no flat stops behind it, a rung
     prunes a flat trial as the plain policy does; after 10 stops of which half were flat, an
