@@ -389,6 +389,7 @@ _NUMBERED: dict[str, tuple[str, str]] = {
     "S": ("misrank_min", _WHOLE),
     "f": ("forget_misled", _WHOLE),
     "l": ("judge_every_bracket", _WHOLE),
+    "c": ("fidelity", _WHOLE),
 }
 
 
@@ -499,6 +500,11 @@ def parse_variant(method: str) -> tuple[str, dict[str, Any]]:
     ``scheduler.hedge_judges: full_runs``; the default row ``…JVj`` until stop 41 meant this);
     by default every later bracket's trials are (``l1``, spelt out; stop 41's option, the
     default since stop 42).
+    ``c1`` (with ``G``): the GP models the loss over (configuration, epochs run), the epochs one
+    more input (log e / log 52), and its expected improvement is searched at the last epoch
+    (``CpuGPSampler(fidelity_epochs=52)``, MOBSTER's joint process, Klein et al. 2020): a trial
+    the rungs stopped early says what it says of its configuration at that epoch, and the
+    process learns how far that carries to the end; ``c0``: off (the default).
     ``v``: a trial the look-ahead pruned is told to TPE at its estimated loss at the rung
     (``AsyncHyperband.rung_estimate``), not at its last loss.
     """
@@ -570,6 +576,7 @@ def run_tpe_loop(
     tell_at: int = 0,
     random_every: int = 0,
     forget_misled: bool = True,
+    fidelity: bool = False,
 ) -> Trace:
     """A costtune policy on the simulator with Optuna's TPE asked and told in the loop.
 
@@ -593,6 +600,7 @@ def run_tpe_loop(
             fast_from=0 if fast_ask else None,
             fast_search=fast_search,
             believer=believer,
+            fidelity_epochs=MAX_EPOCHS if fidelity else None,
         )
         if gp
         else optuna.samplers.TPESampler(seed=seed, multivariate=multivariate, constant_liar=constant_liar),
@@ -1199,6 +1207,7 @@ def run_method(task: Task, seed: int, method: str) -> Trace:
         "tell_at": int(kwargs.pop("tell_at", 0)),
         "random_every": int(kwargs.pop("random_every", 0)),
         "forget_misled": bool(kwargs.pop("forget_misled", 1)),
+        "fidelity": bool(kwargs.pop("fidelity", 0)),
     }
     if base == "grid":
         return task.grid_trace

@@ -34,6 +34,7 @@ the recorded sweep's cost, the median best loss, and in how many runs the replay
 from __future__ import annotations
 
 import argparse
+import csv
 import statistics
 import sys
 from pathlib import Path
@@ -112,6 +113,7 @@ SETTINGS = (
     "full runs judged",
     "default with tpe",
     "optuna tpe + sha",
+    "gp over epochs",
 )
 
 
@@ -370,7 +372,11 @@ def replay(curves: list[Curve], setting: str, seed: int) -> Any:
     if setting == "default + flat guard" and policy is not None and stopping is not None:
         guard = FlatStartGuard()
         policy, stopping = guard.policy(policy), guard.stopper(stopping)
-    pool = TpePool(curves, seed=seed) if setting == "default with tpe" else GpPool(curves, seed=seed)
+    pool = (
+        TpePool(curves, seed=seed)
+        if setting == "default with tpe"
+        else GpPool(curves, seed=seed, fidelity_epochs=EPOCHS if setting == "gp over epochs" else None)
+    )
     # as costtune replay's: the GP forgets misleading rungs once switched (the prototypes' wrappers: no)
     pool.policy = policy if isinstance(policy, AsyncHyperband) else None
     return simulate(
@@ -412,6 +418,9 @@ def main(argv: list[str] | None = None) -> None:
         help=f"comma-separated, of: {', '.join(SETTINGS).replace('%', '%%')} "
         "(default: default, --no-escalate and fifo, no stopping)",
     )
+    parser.add_argument(
+        "--out", help="also write every run (kind, table, seed, setting, cost share, best loss) to this CSV"
+    )
     args = parser.parse_args(argv)
     if args.tables < 1 or args.seeds < 1:
         parser.error("--tables and --seeds: must be at least 1")
@@ -434,6 +443,7 @@ def main(argv: list[str] | None = None) -> None:
         f"| told: stopped before moving | vs {settings[0]}: cheaper / dearer |"
     )
     print("|---|---|---:|---:|---:|---:|---:|")
+    rows: list[dict[str, Any]] = []
     for kind in kinds:
         results: dict[str, list[tuple[float, float]]] = {s: [] for s in settings}
         told = dict.fromkeys(settings, 0)  # runs whose findings say trials were stopped before moving
@@ -447,6 +457,10 @@ def main(argv: list[str] | None = None) -> None:
                     cost = sim.cost_to_target(target)  # None: not reached
                     share = float("inf") if cost is None else cost / recorded
                     results[setting].append((share, sim.best_loss))
+                    rows.append(
+                        {"kind": kind, "table": t, "seed": seed, "setting": setting}
+                        | {"cost_share": share, "best_loss": sim.best_loss}
+                    )
                     told[setting] += any(f.code == "stopped_before_moving" for f in sim.findings(EPOCHS))
         first = [min(c, 1.0) for c, _ in results[settings[0]]]
         for setting, runs in results.items():
@@ -457,6 +471,11 @@ def main(argv: list[str] | None = None) -> None:
                 f"| {kind} | {setting} | {reached}/{len(runs)} | {statistics.median(shares):.3f} "
                 f"| {statistics.median(b for _, b in runs):.4f} | {told[setting]}/{len(runs)} | {paired} |"
             )
+        if args.out:  # rewritten after each kind: a run stopped later keeps the kinds done
+            with open(args.out, "w", newline="") as f:
+                writer = csv.DictWriter(f, fieldnames=list(rows[0]))
+                writer.writeheader()
+                writer.writerows(rows)
 
 
 if __name__ == "__main__":

@@ -287,6 +287,60 @@ class _PerCost(_acqf.BaseAcquisitionFunc):
         return self._inner.eval_acqf(x) - self._alpha * self._scale * log_cost
 
 
+#: (``fidelity_epochs``) the process's extra input: the share of the sweep's epochs a trial
+#: ran, on a log scale (log e / log max_epochs: epoch 1 at 0, the last epoch at 1)
+FIDELITY_PARAM = "costtune:fidelity"
+_PIN_LAST: contextvars.ContextVar[bool] = contextvars.ContextVar("costtune_gp_pin_last", default=False)
+
+
+def _with_fidelity(trial: Any, space: dict[str, Any], longest: int) -> Any:
+    """A copy of ``trial`` over ``space`` with :data:`FIDELITY_PARAM`: how far it ran (its
+    :data:`EPOCHS_ATTR`; a trial without one, or one still running, at the last epoch)."""
+    running = not trial.state.is_finished()
+    epochs = longest if running else min(max(int(trial.user_attrs.get(EPOCHS_ATTR, longest)), 1), longest)
+    params = {k: v for k, v in _gp_module._get_params(trial).items() if k in space}
+    params[FIDELITY_PARAM] = math.log(epochs) / math.log(longest)
+    return optuna.trial.FrozenTrial(
+        number=trial.number,
+        state=trial.state,
+        value=None,
+        values=trial.values,
+        datetime_start=trial.datetime_start,
+        datetime_complete=trial.datetime_complete,
+        params=params,
+        distributions={k: space[k] for k in params},
+        user_attrs=trial.user_attrs,
+        system_attrs={},  # (the running trials' proposals are in params now)
+        intermediate_values=trial.intermediate_values,
+        trial_id=trial._trial_id,
+    )
+
+
+class _AtLastEpoch(_acqf.BaseAcquisitionFunc):
+    """An acquisition over (configuration, fidelity) read at the fidelity of a full run: the
+    last input pinned at 1, so the search over the configurations asks what each would reach
+    at ``max_epochs`` (the multi-fidelity process of MOBSTER, Klein et al. 2020, asked at the
+    top of the ladder)."""
+
+    def __init__(self, inner: _acqf.BaseAcquisitionFunc) -> None:
+        super().__init__(inner.length_scales, inner.search_space)
+        self._inner = inner
+
+    def eval_acqf(self, x: torch.Tensor) -> torch.Tensor:
+        x = x.clone()
+        x[..., -1] = 1.0
+        return self._inner.eval_acqf(x)
+
+
+def _at_last_epoch(acqf: Any, best_params: Any) -> tuple[Any, Any]:
+    if not _PIN_LAST.get():
+        return acqf, best_params
+    if best_params is not None:
+        best_params = np.array(best_params, dtype=float, copy=True)
+        best_params[..., -1] = 1.0
+    return _AtLastEpoch(acqf), best_params
+
+
 _BLAS: list[Any] = []
 
 
@@ -340,9 +394,13 @@ class CpuGPSampler(optuna.samplers.GPSampler):
         fast_from: int = FAST_ASK_FROM,
         fast_search: dict[str, int] | None = None,
         believer: bool = True,
+        fidelity_epochs: int | None = None,
         **kwargs: Any,
     ) -> None:
         super().__init__(*args, **kwargs)
+        if fidelity_epochs is not None and fidelity_epochs < 2:
+            raise ValueError(f"fidelity_epochs: must be at least 2, got {fidelity_epochs}")
+        self._fidelity_epochs = fidelity_epochs
         self._fast_from = fast_from
         self._believer = believer  # False: the fast ask searches Optuna's q-batch LogEI (benchmarks)
         self._fast_search = dict(fast_search or {})  # fast_optimize's counts, for benchmarks
@@ -388,7 +446,9 @@ class CpuGPSampler(optuna.samplers.GPSampler):
         if _FAST.get():
             if getattr(self, "_believer", True):  # absent in an older pickle
                 acqf = _believer(acqf) or acqf
+            acqf, best_params = _at_last_epoch(acqf, best_params)
             return fast_optimize(acqf, best_params, self._rng.rng, **getattr(self, "_fast_search", {}))
+        acqf, best_params = _at_last_epoch(acqf, best_params)
         return super()._optimize_acqf(acqf, best_params)
 
     def sample_relative(self, study: Any, trial: Any, search_space: dict[str, Any]) -> dict[str, Any]:
@@ -433,14 +493,23 @@ class CpuGPSampler(optuna.samplers.GPSampler):
         warped = _TRANSFORM.set(getattr(self, "_value_transform", None))  # absent in an older pickle
         quick = _FAST.set(fast)
         seen = self._subset(study, completed) if fast else completed
+        longest = getattr(self, "_fidelity_epochs", None)  # absent in an older pickle
+        space = search_space
+        if longest is not None:  # the epochs each trial ran, one more input of the process
+            space = {**search_space, FIDELITY_PARAM: optuna.distributions.FloatDistribution(0.0, 1.0)}
+            seen = [_with_fidelity(t, space, longest) for t in seen]
+            running = [_with_fidelity(t, space, longest) for t in running]
         self._costed = seen
+        pin = _PIN_LAST.set(longest is not None)
         try:
-            params: dict[str, Any] = self._sample_relative_impl(study, seen, running, search_space)
+            params: dict[str, Any] = self._sample_relative_impl(study, seen, running, space)
         finally:
             _REUSE_FIT.reset(token)
             _TRANSFORM.reset(warped)
             _FAST.reset(quick)
+            _PIN_LAST.reset(pin)
             self._costed = []
+        params.pop(FIDELITY_PARAM, None)
         if not reuse:
             self._costtune_fitted_at = len(completed)
         if params:  # shared with other processes, as Optuna's own sampler does

@@ -201,6 +201,8 @@ class GpPool(SamplerPool):
         n_startup_trials: random proposals before the process models (5, as a sweep's:
             :data:`costtune.search.GP_STARTUP_TRIALS`).
         value_transform: as a sweep's ``searcher.value_transform`` (default ``clip``).
+        fidelity_epochs: the sweep's ``max_epochs``, for a process over (configuration, epochs
+            run) (``CpuGPSampler(fidelity_epochs=...)``); None: over the configuration alone.
     """
 
     def __init__(
@@ -209,8 +211,12 @@ class GpPool(SamplerPool):
         seed: int = 0,
         n_startup_trials: int | None = None,
         value_transform: str | None = "clip",
+        fidelity_epochs: int | None = None,
     ) -> None:
         from costtune.search import GP_STARTUP_TRIALS, gp_sampler
 
         startup = GP_STARTUP_TRIALS if n_startup_trials is None else n_startup_trials
-        super().__init__(curves, gp_sampler(seed, n_startup_trials=startup, value_transform=value_transform))
+        sampler = gp_sampler(
+            seed, n_startup_trials=startup, value_transform=value_transform, fidelity_epochs=fidelity_epochs
+        )
+        super().__init__(curves, sampler)

@@ -52,6 +52,7 @@ def gp_sampler(
     fast_from: int | None = None,
     fast_search: dict[str, int] | None = None,
     believer: bool = True,
+    fidelity_epochs: int | None = None,
 ) -> Any:
     """Optuna's ``GPSampler``, asked the same and answering the same, without its per-ask
     ``torch.device("cpu")`` mode where torch's default device is the CPU already
@@ -62,6 +63,7 @@ def gp_sampler(
         fast_from=FAST_ASK_FROM if fast_from is None else fast_from,
         fast_search=fast_search,
         believer=believer,
+        fidelity_epochs=fidelity_epochs,
         seed=seed,
         n_startup_trials=n_startup_trials,
         cost_exponent=cost_exponent,

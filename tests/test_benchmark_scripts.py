@@ -1032,3 +1032,26 @@ def test_the_products_rung_checks_decide_as_the_rung_probe_prototype_written_apa
             checked += product.checks.probes
             failed += product.checks.failed
     assert checked > 100 and failed == 2  # both outcomes were exercised
+
+
+def test_slow_starters_writes_every_run_to_csv(tmp_path) -> None:
+    """``--out``: one row per run, the cost share and best loss the table's medians come from."""
+    import csv
+
+    out = tmp_path / "runs.csv"
+    done = subprocess.run(
+        [sys.executable, str(REPO / "benchmarks" / "slow_starters.py"), "--kinds", "crossing"]
+        + ["--tables", "1", "--seeds", "2", "--settings", "optuna tpe + sha", "--out", str(out)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stderr
+    rows = list(csv.DictReader(out.open()))
+    assert [(r["kind"], r["table"], r["seed"], r["setting"]) for r in rows] == [
+        ("crossing", "0", "0", "optuna tpe + sha"),
+        ("crossing", "0", "1", "optuna tpe + sha"),
+    ]
+    line = next(x for x in done.stdout.splitlines() if x.startswith("| crossing | optuna tpe + sha"))
+    shares = sorted(min(float(r["cost_share"]), 1.0) for r in rows)
+    assert f"| {sum(shares) / 2:.3f} |" in line  # the median of two

@@ -684,3 +684,94 @@ def test_a_sweeps_searcher_tags_epochs_and_forgets_the_rungs_once_the_hedge_swit
     copy = pickle.loads(pickle.dumps(inner))
     assert copy._ot_study.sampler._min_epochs == 8
     assert copy.suggest("t5") == inner.suggest("t5")
+
+
+def _proposals(fidelity_epochs: int | None, epochs_of, asks: int = 14) -> list[tuple[float, int, str]]:
+    """``asks`` proposals of a seeded GP on a three-parameter loss, each trial tagged with the
+    epochs it ran (``epochs_of(i)``)."""
+    import math
+
+    from costtune.gp import EPOCHS_ATTR
+
+    optuna.logging.set_verbosity(optuna.logging.ERROR)
+    sampler = gp_sampler(3, n_startup_trials=5, value_transform="clip", fidelity_epochs=fidelity_epochs)
+    study = optuna.create_study(sampler=sampler)
+    out = []
+    for i in range(asks):
+        trial = study.ask()
+        x = trial.suggest_float("x", 1e-4, 1e-1, log=True)
+        w = trial.suggest_int("w", 1, 8)
+        c = trial.suggest_categorical("c", ["a", "b"])
+        trial.set_user_attr(EPOCHS_ATTR, epochs_of(i))
+        study.tell(trial, (math.log10(x) + 2.5) ** 2 + 0.1 * w + 0.3 * (c == "a"))
+        assert set(trial.params) == {"x", "w", "c"}  # the epochs input never reaches a trial
+        out.append((x, w, c))
+    return out
+
+
+def test_a_gp_over_epochs_where_every_trial_ran_them_all_proposes_what_the_plain_gp_does() -> None:
+    """``fidelity_epochs``: the epochs a trial ran are one more input of the process, and the
+    acquisition is read at the last epoch. Where every trial ran every epoch that input is the
+    same for all and the proposals are the plain process's (up to the kernel fit's tolerance);
+    where half the trials stopped at epoch 5 they are not."""
+    plain = _proposals(None, lambda i: 60)
+    over_epochs = _proposals(60, lambda i: 60)
+    for (x, w, c), (x2, w2, c2) in zip(plain, over_epochs, strict=True):
+        assert (w, c) == (w2, c2) and abs(np.log10(x) - np.log10(x2)) < 1e-2
+    halves = _proposals(60, lambda i: 5 if i % 2 else 60)
+    assert halves[:5] == plain[:5]  # the random start-up
+    assert halves[5:] != plain[5:]
+    assert _proposals(60, lambda i: 5 if i % 2 else 60) == halves  # seeded
+    with pytest.raises(ValueError, match="fidelity_epochs"):
+        gp_sampler(0, fidelity_epochs=1)
+
+
+def test_a_gp_over_epochs_looks_past_configurations_that_start_fast_and_end_badly() -> None:
+    """Full runs end best near x = 0.8, where the curves start slowly (epoch-5 losses 1.5);
+    near x = 0.2 they start fast (0.6) and end worse. Told each trial's last loss, the plain
+    process proposes far from both; over (x, epochs) it models the end of a run and proposes
+    near the best full run."""
+    from optuna.distributions import FloatDistribution
+
+    from costtune.gp import EPOCHS_ATTR
+
+    optuna.logging.set_verbosity(optuna.logging.ERROR)
+    space = {"x": FloatDistribution(0.0, 1.0)}
+    full = [(0.2, 0.30), (0.5, 0.20), (0.8, 0.10), (0.05, 0.35), (0.95, 0.2)]
+    fast = [(x, 0.6) for x in (0.12, 0.15, 0.18, 0.22, 0.25, 0.28)]
+    slow = [(x, 1.5) for x in (0.72, 0.75, 0.78, 0.82, 0.85, 0.88)]
+    proposed = {}
+    for fidelity in (None, 60):
+        study = optuna.create_study(
+            sampler=gp_sampler(0, n_startup_trials=5, value_transform="clip", fidelity_epochs=fidelity)
+        )
+        for epochs, runs in ((60, full), (5, fast + slow)):
+            for x, loss in runs:
+                study.add_trial(
+                    optuna.trial.create_trial(
+                        params={"x": x}, distributions=space, value=loss, user_attrs={EPOCHS_ATTR: epochs}
+                    )
+                )
+        proposed[fidelity] = study.ask(space).params["x"]
+    assert 0.6 < proposed[60] < 0.95
+    assert not 0.6 < proposed[None] < 0.95
+
+
+@pytest.mark.parametrize("fast_from", [None, 0])
+def test_a_gp_over_epochs_asks_with_trials_running_and_on_the_fast_path(fast_from) -> None:
+    """Running trials (asked, not yet told) count at the last epoch, on Optuna's search and on
+    the fast ask's; the proposals stay in the space and differ from the running ones."""
+    from costtune.gp import EPOCHS_ATTR
+
+    optuna.logging.set_verbosity(optuna.logging.ERROR)
+    sampler = gp_sampler(1, n_startup_trials=4, fidelity_epochs=52, fast_from=fast_from)
+    study = optuna.create_study(sampler=sampler)
+    for i in range(8):
+        trial = study.ask()
+        x = trial.suggest_float("x", -3.0, 3.0)
+        trial.set_user_attr(EPOCHS_ATTR, 52 if i % 3 == 0 else 5)
+        study.tell(trial, (x - 1.0) ** 2 + (0.0 if i % 3 == 0 else 1.0))
+    running = [study.ask() for _ in range(3)]
+    xs = [t.suggest_float("x", -3.0, 3.0) for t in running]
+    assert all(-3.0 <= x <= 3.0 for x in xs) and len(set(xs)) == 3
+    assert all(set(t.params) == {"x"} for t in running)
