@@ -1039,9 +1039,9 @@ def test_slow_starters_writes_every_run_to_csv(tmp_path) -> None:
     import csv
 
     out = tmp_path / "runs.csv"
+    argv = ["--kinds", "crossing", "--tables", "1", "--seeds", "2", "--settings", "optuna tpe + sha"]
     done = subprocess.run(
-        [sys.executable, str(REPO / "benchmarks" / "slow_starters.py"), "--kinds", "crossing"]
-        + ["--tables", "1", "--seeds", "2", "--settings", "optuna tpe + sha", "--out", str(out)],
+        [sys.executable, str(REPO / "benchmarks" / "slow_starters.py"), *argv, "--out", str(out)],
         capture_output=True,
         text=True,
         timeout=300,
