@@ -707,6 +707,13 @@ def watch_idle(
     help="order: the recorded order; random: a seeded shuffle; tpe: Optuna TPE, gp: Optuna's Gaussian "
     "process (a sweep's default searcher), each proposing among the recorded configurations.",
 )
+@click.option(
+    "--gp-over-epochs/--no-gp-over-epochs",
+    default=False,
+    show_default=True,
+    help="with --searcher gp: the process models the loss over (configuration, epochs run) and searches "
+    "what a configuration would reach at the last epoch, as a sweep's searcher.over_epochs.",
+)
 @click.option("--seed", type=int, default=0, show_default=True, help="for --searcher random, tpe and gp")
 @click.option(
     "--stopping",
@@ -760,6 +767,7 @@ def replay(
     hedge_judges: str,
     rung_checks: int,
     searcher: str,
+    gp_over_epochs: bool,
     seed: int,
     stopping: str,
     rho: float,
@@ -794,6 +802,10 @@ def replay(
     from costtune.simulate import simulate
 
     try:
+        if gp_over_epochs and searcher != "gp":
+            raise ConfigError(
+                f"--gp-over-epochs: only --searcher gp models epochs, got --searcher {searcher}"
+            )
         table = list(load_curves(str(curves.resolve())).values())
         longest = max(c.epochs for c in table)
         warmup = auto_warmup_trials(eta, len(table)) if warmup_trials is None else warmup_trials or None
@@ -818,7 +830,9 @@ def replay(
         pool = (
             TpePool(table, seed=seed)
             if searcher == "tpe"
-            else GpPool(table, seed=seed)
+            else GpPool(
+                table, seed=seed, fidelity_epochs=longest if gp_over_epochs and longest >= 2 else None
+            )
             if searcher == "gp"
             else OrderedPool(table, seed=seed if searcher == "random" else None)
         )
@@ -873,6 +887,7 @@ def replay(
     }
     settings = {
         "searcher": searcher,
+        "gp_over_epochs": gp_over_epochs if searcher == "gp" else None,
         "seed": seed,
         "stopping": stopping,
         "rho": rho if stopping == "relative" else None,

@@ -158,6 +158,13 @@ class SearcherConfig(_Strict):
         "searched over 320 candidates; up to it every ask is Optuna's own",
     )
 
+    over_epochs: bool = Field(
+        False,
+        description="gp only: the process models the loss over (configuration, epochs run) and searches "
+        "what a configuration would reach at max_epochs, so a trial the rungs stopped early says what it "
+        "says of its configuration at that epoch, and the process learns how far that carries",
+    )
+
     @model_validator(mode="after")
     def _transform_needs_gp(self) -> SearcherConfig:
         # the defaults with another searcher mean nothing and are let through: a run's saved
@@ -165,6 +172,10 @@ class SearcherConfig(_Strict):
         if self.value_transform != "clip" and self.type != "gp":
             raise ValueError(
                 f"searcher.value_transform: only the gp searcher warps its values, got type {self.type}"
+            )
+        if self.over_epochs and self.type != "gp":
+            raise ValueError(
+                f"searcher.over_epochs: only the gp searcher models epochs, got type {self.type}"
             )
         if self.fast_ask_from != FAST_ASK_FROM_DEFAULT and self.type != "gp":
             raise ValueError(

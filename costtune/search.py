@@ -72,10 +72,19 @@ def gp_sampler(
 
 
 def make_searcher(
-    config: SearcherConfig, metric: str, mode: str, seed: int, max_concurrent: int | None = None
+    config: SearcherConfig,
+    metric: str,
+    mode: str,
+    seed: int,
+    max_concurrent: int | None = None,
+    max_epochs: int | None = None,
 ) -> Any:
     """A seeded Ray Tune search algorithm: Optuna's Gaussian process (``gp``, the default),
-    Optuna TPE, HyperOpt TPE or random; each tries ``points_to_evaluate`` first."""
+    Optuna TPE, HyperOpt TPE or random; each tries ``points_to_evaluate`` first.
+
+    ``max_epochs``: the sweep's, for ``searcher.over_epochs`` (the process over configuration
+    and epochs run reads its acquisition there); the epochs each trial ran reach the sampler
+    through :class:`RungEstimates`."""
     points = [dict(p) for p in config.points_to_evaluate] or None
     if config.type == "gp":
         import optuna
@@ -95,6 +104,7 @@ def make_searcher(
             n_startup_trials=config.n_startup_trials or GP_STARTUP_TRIALS,
             value_transform=None if config.value_transform == "none" else config.value_transform,
             fast_from=config.fast_ask_from,
+            fidelity_epochs=max_epochs if config.over_epochs and (max_epochs or 0) >= 2 else None,
         )
         return OptunaSearch(metric=metric, mode=mode, sampler=gp, points_to_evaluate=points)
     if config.type == "optuna":

@@ -445,7 +445,12 @@ def _run(
     }
     resources = trial_resources(config)
     searcher = make_searcher(
-        config.searcher, config.metric, config.mode, config.seed, config.max_concurrent_trials
+        config.searcher,
+        config.metric,
+        config.mode,
+        config.seed,
+        config.max_concurrent_trials,
+        max_epochs=config.max_epochs,
     )
     if isinstance(scheduler, CostAwareHyperBand) and isinstance(searcher, Searcher):
         # the searcher compares trials at the rung (look-ahead) and forgets misleading rungs (hedge)

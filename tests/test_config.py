@@ -73,6 +73,14 @@ def test_defaults_are_the_documented_ones() -> None:
             {"searcher": {"type": "hyperopt", "fast_ask_from": 0}},
             "searcher.fast_ask_from: only the gp searcher has a fast ask, got type hyperopt",
         ),
+        (
+            {"searcher": {"type": "optuna", "over_epochs": True}},
+            "searcher.over_epochs: only the gp searcher models epochs, got type optuna",
+        ),
+        (
+            {"searcher": {"type": "gp", "over_epochs": "sometimes"}},
+            "searcher.over_epochs: input should be a valid boolean",
+        ),
         ({"max_epochs": -3}, "max_epochs: input should be greater than or equal to 1, got -3"),
         ({"num_samples": "many"}, "num_samples: input should be a valid integer"),
         (

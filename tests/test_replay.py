@@ -839,3 +839,50 @@ def test_the_hedge_in_a_ray_sweep_runs_flat_starts_in_full_and_switches_like_the
     assert state["geometry"].get("hedge_judges", "full_runs") == judges
     without, _ = simulated(False)
     assert all(without[c] == 2 for c in ran if c >= "c09")
+
+
+def test_replay_cli_gp_over_epochs_is_seeded_said_and_refused_without_the_gp(tmp_path) -> None:
+    """``costtune replay --searcher gp --gp-over-epochs``: the GP over (configuration, epochs
+    run), as a sweep's ``searcher.over_epochs``; the same seed gives the same replay, the JSON
+    says which, and the flag with another searcher is refused in one line, exit 2."""
+    import numpy as np
+
+    rng = np.random.default_rng(0)
+    epochs = np.arange(1, 13)
+    curves, hp = {}, {}
+    for i, (x, pace) in enumerate(zip(rng.uniform(0, 1, 30), rng.uniform(1, 6, 30), strict=True)):
+        final = 0.2 + (x - 0.7) ** 2
+        curves[f"c{i:02d}"] = list(final + (2.0 - final) * np.exp(-epochs / pace))
+        hp[f"c{i:02d}"] = x
+    frame = _table(curves, dict.fromkeys(curves, 600.0))
+    frame["hp.lr"] = frame["config_id"].map(hp)  # one value per configuration
+    path = tmp_path / "curves.csv"
+    frame.to_csv(path, index=False)
+
+    def run(*extra: str) -> CliRunner:
+        args = [
+            "replay",
+            str(path),
+            "--grace-epochs",
+            "2",
+            "--eta",
+            "3",
+            "--searcher",
+            "gp",
+            "--json",
+            *extra,
+        ]
+        return CliRunner().invoke(main, args)
+
+    over, again, plain = run("--gp-over-epochs"), run("--gp-over-epochs"), run()
+    assert over.exit_code == again.exit_code == plain.exit_code == 0, over.output
+    assert json.loads(over.output) == json.loads(again.output)
+    assert json.loads(over.output)["settings"]["gp_over_epochs"] is True
+    assert json.loads(plain.output)["settings"]["gp_over_epochs"] is False
+    refused = CliRunner().invoke(main, ["replay", str(path), "--searcher", "tpe", "--gp-over-epochs"])
+    assert refused.exit_code == 2
+    assert (
+        refused.output.strip()
+        .splitlines()[-1]
+        .endswith("--gp-over-epochs: only --searcher gp models epochs, got --searcher tpe")
+    )

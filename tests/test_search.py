@@ -775,3 +775,31 @@ def test_a_gp_over_epochs_asks_with_trials_running_and_on_the_fast_path(fast_fro
     xs = [t.suggest_float("x", -3.0, 3.0) for t in running]
     assert all(-3.0 <= x <= 3.0 for x in xs) and len(set(xs)) == 3
     assert all(set(t.params) == {"x"} for t in running)
+
+
+def test_a_sweeps_gp_over_epochs_models_the_epochs_its_trials_ran() -> None:
+    """``searcher.over_epochs``: the sweep's GP (RungEstimates around Ray's OptunaSearch) gets the
+    sweep's max_epochs as its last epoch, the epochs each trial ran tag its Optuna trial, and
+    the process is fitted over one more input than the space has; off by default, and refused
+    with any other searcher in one line."""
+    from costtune.schedulers import CostAwareHyperBand
+    from costtune.search import RungEstimates
+
+    assert SearcherConfig().over_epochs is False
+    plain = make_searcher(SearcherConfig(), "val_loss", "min", 3, max_epochs=8)
+    assert plain.set_search_properties("val_loss", "min", build_search_space(SPACE))
+    assert plain._ot_study.sampler._fidelity_epochs is None
+    scheduler = CostAwareHyperBand(max_epochs=8, grace_epochs=2, eta=2)
+    config = SearcherConfig(n_startup_trials=2, over_epochs=True)
+    inner = make_searcher(config, "val_loss", "min", 3, max_epochs=8)
+    searcher = RungEstimates(inner, scheduler)
+    assert searcher.set_search_properties("val_loss", "min", build_search_space(SPACE))
+    sampler = inner._ot_study.sampler
+    assert sampler._fidelity_epochs == 8
+    for i, epochs in enumerate([2, 8, 2, 4, 8]):
+        config = searcher.suggest(f"t{i}")
+        assert set(config) == set(SPACE)
+        searcher.on_trial_complete(f"t{i}", result={"val_loss": 1.0 / (i + 1), "training_iteration": epochs})
+    assert len(sampler._gprs_cache_list[0].inverse_squared_lengthscales) == len(SPACE) + 1
+    with pytest.raises(ValueError, match="searcher.over_epochs: only the gp searcher"):
+        SearcherConfig(type="optuna", over_epochs=True)
