@@ -156,10 +156,12 @@ class RungEstimates(Searcher):
     Args:
         searcher: the searcher to tell (Optuna, HyperOpt).
         scheduler: a :class:`~costtune.schedulers.CostAwareHyperBand` (read when a trial ends,
-            so a scheduler restored by ``--resume`` is the one asked).
+            so a scheduler restored by ``--resume`` is the one asked), or None (another
+            scheduler: the GP over epochs still learns the epochs each trial ran, which the
+            stopping rule may have ended early).
     """
 
-    def __init__(self, searcher: Searcher, scheduler: Any) -> None:
+    def __init__(self, searcher: Searcher, scheduler: Any = None) -> None:
         self.searcher = searcher
         self.scheduler = scheduler
         super().__init__(metric=searcher.metric, mode=searcher.mode)
@@ -179,7 +181,8 @@ class RungEstimates(Searcher):
         self.searcher.on_trial_result(trial_id, result)
 
     def on_trial_complete(self, trial_id: str, result: dict | None = None, error: bool = False) -> None:
-        estimate = self.scheduler.policy.rung_estimate(trial_id)
+        policy = getattr(self.scheduler, "policy", None)
+        estimate = None if policy is None else policy.rung_estimate(trial_id)
         metric = self.searcher.metric
         if estimate is not None and result is not None and metric in result:
             result = {**result, metric: estimate if self.searcher.mode != "max" else -estimate}
@@ -195,11 +198,12 @@ class RungEstimates(Searcher):
         if not isinstance(sampler, CpuGPSampler):
             return
         trial = getattr(self.searcher, "_ot_trials", {}).get(trial_id)
-        epochs = (result or {}).get(self.scheduler.time_attr)
+        epochs = (result or {}).get(getattr(self.scheduler, "time_attr", "training_iteration"))
         done = trial_id in getattr(self.searcher, "_completed_trials", ())
         if trial is not None and epochs is not None and not done:
             trial.set_user_attr(EPOCHS_ATTR, int(epochs))
-        floor = self.scheduler.policy.searcher_min_epochs()
+        policy = getattr(self.scheduler, "policy", None)
+        floor = None if policy is None else policy.searcher_min_epochs()
         if floor is not None:
             sampler.forget_below(floor)
 

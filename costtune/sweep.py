@@ -455,6 +455,8 @@ def _run(
     if isinstance(scheduler, CostAwareHyperBand) and isinstance(searcher, Searcher):
         # the searcher compares trials at the rung (look-ahead) and forgets misleading rungs (hedge)
         searcher = RungEstimates(searcher, scheduler)
+    elif config.searcher.over_epochs and isinstance(searcher, Searcher):
+        searcher = RungEstimates(searcher)  # the epochs each trial ran, which the stopper may cut short
     tuner = tune.Tuner(
         tune.with_resources(trainable, resources),
         param_space=param_space,

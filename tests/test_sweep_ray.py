@@ -275,13 +275,17 @@ def test_a_user_module_beside_the_config_is_found_without_pythonpath(
     )
 
 
-def test_a_sweep_with_the_gp_searcher(ray_session, tmp_path) -> None:
+@pytest.mark.parametrize("over_epochs", [False, True])
+def test_a_sweep_with_the_gp_searcher(ray_session, tmp_path, over_epochs) -> None:
     """``searcher: {type: gp}`` end to end: Optuna's Gaussian process asked and told by a real
     sweep; every trial it proposed is told its final loss (read back from its saved state); the
-    two ``points_to_evaluate`` run first, as given."""
+    two ``points_to_evaluate`` run first, as given. With ``over_epochs`` the process models the
+    epochs each trial ran (tagged on its Optuna trial) up to the sweep's max_epochs."""
     import pickle
 
     import optuna
+
+    from costtune.gp import EPOCHS_ATTR
 
     config = {
         **QUADRATIC,
@@ -289,7 +293,12 @@ def test_a_sweep_with_the_gp_searcher(ray_session, tmp_path) -> None:
         "max_epochs": 2,
         "num_samples": 5,
         "max_concurrent_trials": 1,
-        "searcher": {"type": "gp", "n_startup_trials": 2, "points_to_evaluate": [{"x": 0.3}, {"x": 0.95}]},
+        "searcher": {
+            "type": "gp",
+            "n_startup_trials": 2,
+            "points_to_evaluate": [{"x": 0.3}, {"x": 0.95}],
+            "over_epochs": over_epochs,
+        },
     }
     result = run_sweep(parse_config(config), tmp_path / "run")
     frame = result.trials.set_index("trial_id")
@@ -301,3 +310,6 @@ def test_a_sweep_with_the_gp_searcher(ray_session, tmp_path) -> None:
     assert told == pytest.approx(sorted(frame["last_loss"]))
     assert [t.params["x"] for t in study.trials[:2]] == [0.3, 0.95]
     assert {0.3, 0.95} <= set(frame["hp.x"])
+    assert state["_sampler"]._fidelity_epochs == (2 if over_epochs else None)
+    # fifo: only the process over epochs needs them told (a hyperband sweep tells them always)
+    assert [t.user_attrs.get(EPOCHS_ATTR) for t in study.trials] == [2 if over_epochs else None] * 5
