@@ -340,8 +340,12 @@ def _run(
     _prepare_environment()
     _ensure_ray(ray_address, config)
     (out / "config.yaml").write_text(yaml.safe_dump(config.model_dump(mode="json"), sort_keys=False))
-    # where a module:function trainable was found, for --resume from another directory
-    source = {"config_dir": str(config_dir.resolve()) if config_dir is not None else None}
+    # where a module:function trainable was found, for --resume from another directory; and the
+    # searcher as it starts, which a resume restores from Tune's pickle whatever config.yaml says
+    source = {
+        "config_dir": str(config_dir.resolve()) if config_dir is not None else None,
+        "searcher": config.searcher.model_dump(mode="json"),
+    }
     write_json_atomic(out / SOURCE_FILE, source)
 
     from ray import tune
@@ -738,6 +742,7 @@ def resume_sweep(
             warnings.warn(LedgerWarning(f"--resume: {repaired}"), stacklevel=2)
         config = load_run_config(out)
         check_scheduler_state(config, out / SCHEDULER_STATE)
+        check_searcher_record(config, out / SOURCE_FILE)
         unreadable = Ledger(ledger_spec(config), out).unreadable_lines
         if unreadable:
             warnings.warn(
@@ -754,7 +759,16 @@ def _resumed_trainable(out: Path, trainable: Callable[..., Any] | None) -> Calla
     config = load_run_config(out)
     if trainable is None:
         source = out / SOURCE_FILE
-        config_dir = json.loads(source.read_text()).get("config_dir") if source.is_file() else None
+        try:
+            config_dir = json.loads(source.read_text()).get("config_dir") if source.is_file() else None
+        except (ValueError, AttributeError) as exc:  # cut or edited by hand
+            raise ConfigError(
+                f"{source.name}: not the record this sweep wrote ({exc.__class__.__name__}); restore it "
+                "from a copy of the run, or delete it to resume without the searcher check (a "
+                "module:function trainable is then looked up from the working directory)"
+            ) from None
+        if config_dir is not None and not isinstance(config_dir, str):
+            raise ConfigError(f"{source.name}: config_dir must be a path, got {config_dir!r}")
         return resolve_trainable(config.trainable.name, Path(config_dir) if config_dir else None)
     check_trainable(trainable, "resume_sweep: trainable")
     recorded = config.trainable.name
@@ -832,6 +846,31 @@ def check_scheduler_state(config: SweepConfig, path: Path) -> None:
         f"config.yaml: {names[first]} is {now[first]!r}, but the sweep ran with {saved.get(first)!r} "
         f"(also differ: {', '.join(names[k] for k in differ[1:]) or 'nothing else'}); a resumed sweep "
         "keeps the scheduler it ran with: restore config.yaml"
+    )
+
+
+def check_searcher_record(config: SweepConfig, path: Path) -> None:
+    """Refuse a resume whose ``config.yaml`` no longer describes the searcher that ran.
+
+    Tune restores the searcher as it was pickled (its sampler, its settings), so an edited
+    ``searcher:`` section would be ignored silently while config.yaml, and the reports that
+    print it, say otherwise. A run recorded before the searcher was (no ``searcher`` in its
+    ``source.json``) is not checked; a field the record lacks is not compared."""
+    try:
+        saved = json.loads(path.read_text()).get("searcher") if path.is_file() else None
+    except (OSError, ValueError, AttributeError):
+        return  # (read first by _resumed_trainable, which names a damaged one)
+    if not isinstance(saved, dict):
+        return
+    now = config.searcher.model_dump(mode="json")
+    differ = [k for k in now if k in saved and saved[k] != now[k]]
+    if not differ:
+        return
+    first = differ[0]
+    raise ConfigError(
+        f"config.yaml: searcher.{first} is {now[first]!r}, but the sweep ran with {saved[first]!r} "
+        f"(also differ: {', '.join('searcher.' + k for k in differ[1:]) or 'nothing else'}); a resumed "
+        "sweep keeps the searcher it ran with: restore config.yaml"
     )
 
 

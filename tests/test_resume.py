@@ -401,3 +401,57 @@ def test_a_resume_refuses_a_config_edited_away_from_the_scheduler_that_ran(small
         result.exit_code == 2
         and "scheduler_state.json: cannot read the scheduler's rung state" in result.output
     )
+
+
+def test_a_resume_refuses_a_config_edited_away_from_the_searcher_that_ran(small_run, tmp_path) -> None:
+    """Tune restores the searcher as pickled, whatever config.yaml's ``searcher:`` says now. The
+    sweep records its searcher in source.json; a resume with that section edited is refused in
+    one line, exit 2, nothing changed; a run recorded before the searcher was, or a record
+    without a newer field, resumes as before; a damaged source.json is named in one line."""
+    from click.testing import CliRunner
+
+    from costtune.cli import main
+    from costtune.config import parse_config
+    from costtune.sweep import check_searcher_record
+
+    run = tmp_path / "run"
+    shutil.copytree(small_run.output_dir, run)
+    source = json.loads((run / "source.json").read_text())
+    assert source["searcher"]["type"] == "optuna" and source["searcher"]["n_startup_trials"] == 3
+    config = yaml.safe_load((run / "config.yaml").read_text())
+    check_searcher_record(parse_config(config), run / "source.json")  # as it ran: nothing to say
+    before = {p.name: p.read_bytes() for p in run.iterdir() if p.is_file()}
+
+    def resume() -> str:
+        result = CliRunner().invoke(main, ["sweep", "--resume", str(run)])
+        assert result.exit_code == 2, result.output
+        assert len(result.output.strip().splitlines()) == 1
+        assert {p.name: p.read_bytes() for p in run.iterdir() if p.is_file() and p.name != "config.yaml"} == {
+            k: v for k, v in before.items() if k != "config.yaml"
+        }
+        return result.output
+
+    edited = {**config, "searcher": {**config["searcher"], "n_startup_trials": 5}}
+    (run / "config.yaml").write_text(yaml.safe_dump(edited))
+    assert "config.yaml: searcher.n_startup_trials is 5, but the sweep ran with 3" in resume()
+    edited = {**config, "searcher": {"type": "gp", "over_epochs": True}}
+    (run / "config.yaml").write_text(yaml.safe_dump(edited))
+    said = resume()
+    assert "searcher.type is 'gp', but the sweep ran with 'optuna'" in said
+    assert "also differ: searcher.n_startup_trials, searcher.over_epochs" in said
+    # recorded before the searcher was, or before a field existed: not checked / not compared
+    older = tmp_path / "older.json"
+    older.write_text(json.dumps({"config_dir": None}))
+    check_searcher_record(parse_config(edited), older)
+    older.write_text(
+        json.dumps({"config_dir": None, "searcher": {**source["searcher"], "over_epochs": None}})
+    )
+    older_record = json.loads(older.read_text())
+    del older_record["searcher"]["over_epochs"]
+    older.write_text(json.dumps(older_record))
+    check_searcher_record(parse_config({**config, "searcher": {**config["searcher"]}}), older)
+    # a source.json cut by a crash or a hand: named, not a traceback
+    (run / "config.yaml").write_bytes(before["config.yaml"])
+    (run / "source.json").write_text('{"config_dir": nu')
+    before["source.json"] = (run / "source.json").read_bytes()
+    assert "source.json: not the record this sweep wrote (JSONDecodeError)" in resume()
