@@ -114,6 +114,7 @@ SETTINGS = (
     "default with tpe",
     "optuna tpe + sha",
     "gp over epochs",
+    "--warmup-trials 0",
 )
 
 
@@ -337,7 +338,7 @@ def replay(curves: list[Curve], setting: str, seed: int) -> Any:
     with_default_rungs = [x for x in SETTINGS if x not in ("rungs only", "stopper only", "fifo, no stopping")]
     if setting in (*with_default_rungs, "rungs only"):
         escalate = setting != "--no-escalate"
-        warmup = auto_warmup_trials(5, len(curves))
+        warmup = None if setting == "--warmup-trials 0" else auto_warmup_trials(5, len(curves))
         stall = 0.02 if setting == "default + stall 2%" else 0.0
         checks = 5 if setting == "default + rung checks" else RUNG_CHECKS_DEFAULT
         policy = (NoStall if setting == "misrank only" else AsyncHyperband)(
