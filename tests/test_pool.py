@@ -195,6 +195,7 @@ def test_replay_cli_with_searcher_stopping_budget_and_seed(tmp_path) -> None:
     data = json.loads(first.output)
     assert data["settings"] == {
         "searcher": "tpe",
+        "gp_over_epochs": None,
         "seed": 4,
         "stopping": "outlook",
         "rho": None,

@@ -258,10 +258,13 @@ def test_a_user_module_beside_the_config_is_found_without_pythonpath(
     assert result.exit_code == 0, result.output
     trials = pd.read_csv(tmp_path / "run" / "trials.csv")
     assert len(trials) == 2 and set(trials["stop_reason"]) == {"completed"}
-    # recorded for --resume, which may run from anywhere
-    assert json.loads((tmp_path / "run" / "source.json").read_text()) == {
-        "config_dir": str(project.resolve())
-    }
+    # recorded for --resume, which may run from anywhere (and the searcher, which a resume keeps)
+    source = json.loads((tmp_path / "run" / "source.json").read_text())
+    assert source["config_dir"] == str(project.resolve())
+    assert (
+        source["searcher"]["type"]
+        == yaml.safe_load((tmp_path / "run" / "config.yaml").read_text())["searcher"]["type"]
+    )
     missing = CliRunner().invoke(main, ["gate", str(project / "toy.yaml")])
     assert missing.exit_code == 0  # the gate does not import trainables
     (project / "bad.yaml").write_text(
