@@ -758,17 +758,9 @@ def _resumed_trainable(out: Path, trainable: Callable[..., Any] | None) -> Calla
     sweep recorded), else the recorded ``module:function`` imported again."""
     config = load_run_config(out)
     if trainable is None:
-        source = out / SOURCE_FILE
-        try:
-            config_dir = json.loads(source.read_text()).get("config_dir") if source.is_file() else None
-        except (ValueError, AttributeError) as exc:  # cut or edited by hand
-            raise ConfigError(
-                f"{source.name}: not the record this sweep wrote ({exc.__class__.__name__}); restore it "
-                "from a copy of the run, or delete it to resume without the searcher check (a "
-                "module:function trainable is then looked up from the working directory)"
-            ) from None
+        config_dir = read_source_record(out / SOURCE_FILE).get("config_dir")
         if config_dir is not None and not isinstance(config_dir, str):
-            raise ConfigError(f"{source.name}: config_dir must be a path, got {config_dir!r}")
+            raise ConfigError(f"{SOURCE_FILE}: config_dir must be a path, got {config_dir!r}")
         return resolve_trainable(config.trainable.name, Path(config_dir) if config_dir else None)
     check_trainable(trainable, "resume_sweep: trainable")
     recorded = config.trainable.name
@@ -849,6 +841,23 @@ def check_scheduler_state(config: SweepConfig, path: Path) -> None:
     )
 
 
+def read_source_record(path: Path) -> dict[str, Any]:
+    """A run's ``source.json`` (``{}`` where there is none: a run older than the record); one cut
+    by a crash or edited by hand is named in one line."""
+    try:
+        record = json.loads(path.read_text()) if path.is_file() else {}
+    except ValueError as exc:
+        record = exc
+    if not isinstance(record, dict):
+        kind = record.__class__.__name__
+        raise ConfigError(
+            f"{path.name}: not the record this sweep wrote ({kind}); restore it from a copy of the "
+            "run, or delete it to resume without the searcher check (a module:function trainable is "
+            "then looked up from the working directory)"
+        )
+    return record
+
+
 def check_searcher_record(config: SweepConfig, path: Path) -> None:
     """Refuse a resume whose ``config.yaml`` no longer describes the searcher that ran.
 
@@ -856,10 +865,7 @@ def check_searcher_record(config: SweepConfig, path: Path) -> None:
     ``searcher:`` section would be ignored silently while config.yaml, and the reports that
     print it, say otherwise. A run recorded before the searcher was (no ``searcher`` in its
     ``source.json``) is not checked; a field the record lacks is not compared."""
-    try:
-        saved = json.loads(path.read_text()).get("searcher") if path.is_file() else None
-    except (OSError, ValueError, AttributeError):
-        return  # (read first by _resumed_trainable, which names a damaged one)
+    saved = read_source_record(path).get("searcher")
     if not isinstance(saved, dict):
         return
     now = config.searcher.model_dump(mode="json")
