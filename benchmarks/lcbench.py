@@ -390,6 +390,7 @@ _NUMBERED: dict[str, tuple[str, str]] = {
     "f": ("forget_misled", _WHOLE),
     "l": ("judge_every_bracket", _WHOLE),
     "c": ("fidelity", _WHOLE),
+    "@": ("longest_min", _WHOLE),
 }
 
 
@@ -505,6 +506,11 @@ def parse_variant(method: str) -> tuple[str, dict[str, Any]]:
     (``CpuGPSampler(fidelity_epochs=52)``, MOBSTER's joint process, Klein et al. 2020): a trial
     the rungs stopped early says what it says of its configuration at that epoch, and the
     process learns how far that carries to the end; ``c0``: off (the default).
+    ``@<n>`` (with ``G``): the GP fits only the trials that ran at least as many epochs as the
+    n-th longest of those ended so far (BOHB's model on the largest budget with at least n
+    observations; with the rungs' ties, a rung's epochs): once n trials passed the second rung,
+    the losses trials were stopped at by the first no longer shape the process
+    (``CpuGPSampler(longest_min=n)``); n at least the start-up trials (``i``).
     ``v``: a trial the look-ahead pruned is told to TPE at its estimated loss at the rung
     (``AsyncHyperband.rung_estimate``), not at its last loss.
     """
@@ -577,6 +583,7 @@ def run_tpe_loop(
     random_every: int = 0,
     forget_misled: bool = True,
     fidelity: bool = False,
+    longest_min: int | None = None,
 ) -> Trace:
     """A costtune policy on the simulator with Optuna's TPE asked and told in the loop.
 
@@ -601,6 +608,7 @@ def run_tpe_loop(
             fast_search=fast_search,
             believer=believer,
             fidelity_epochs=MAX_EPOCHS if fidelity else None,
+            longest_min=longest_min,
         )
         if gp
         else optuna.samplers.TPESampler(seed=seed, multivariate=multivariate, constant_liar=constant_liar),
@@ -1208,6 +1216,7 @@ def run_method(task: Task, seed: int, method: str) -> Trace:
         "random_every": int(kwargs.pop("random_every", 0)),
         "forget_misled": bool(kwargs.pop("forget_misled", 1)),
         "fidelity": bool(kwargs.pop("fidelity", 0)),
+        "longest_min": kwargs.pop("longest_min", None),
     }
     if base == "grid":
         return task.grid_trace

@@ -115,6 +115,8 @@ SETTINGS = (
     "optuna tpe + sha",
     "gp over epochs",
     "--warmup-trials 0",
+    "longest runs 6",
+    "longest runs 10",
 )
 
 
@@ -376,7 +378,12 @@ def replay(curves: list[Curve], setting: str, seed: int) -> Any:
     pool = (
         TpePool(curves, seed=seed)
         if setting == "default with tpe"
-        else GpPool(curves, seed=seed, fidelity_epochs=EPOCHS if setting == "gp over epochs" else None)
+        else GpPool(
+            curves,
+            seed=seed,
+            fidelity_epochs=EPOCHS if setting == "gp over epochs" else None,
+            longest_min=int(setting.split()[-1]) if setting.startswith("longest runs") else None,
+        )
     )
     # as costtune replay's: the GP forgets misleading rungs once switched (the prototypes' wrappers: no)
     pool.policy = policy if isinstance(policy, AsyncHyperband) else None

@@ -395,11 +395,16 @@ class CpuGPSampler(optuna.samplers.GPSampler):
         fast_search: dict[str, int] | None = None,
         believer: bool = True,
         fidelity_epochs: int | None = None,
+        longest_min: int | None = None,
         **kwargs: Any,
     ) -> None:
         super().__init__(*args, **kwargs)
         if fidelity_epochs is not None and fidelity_epochs < 2:
             raise ValueError(f"fidelity_epochs: must be at least 2, got {fidelity_epochs}")
+        if longest_min is not None and longest_min < max(self._n_startup_trials, 1):
+            startup = self._n_startup_trials
+            raise ValueError(f"longest_min: must be at least n_startup_trials ({startup}), got {longest_min}")
+        self._longest_min = longest_min
         self._fidelity_epochs = fidelity_epochs
         self._fast_from = fast_from
         self._believer = believer  # False: the fast ask searches Optuna's q-batch LogEI (benchmarks)
@@ -425,6 +430,22 @@ class CpuGPSampler(optuna.samplers.GPSampler):
             self._costtune_fitted_at = 0
             # below the start-up count again, the random proposals are meant: no warning per parameter
             self._warn_independent_sampling = False
+
+    def _fit_floor(self, completed: list[Any]) -> int | None:
+        """The fewest epochs a completed trial must have run to be fitted: the hedge's
+        (:meth:`forget_below`) and, with ``longest_min`` n, the epochs of the n-th longest run
+        among the completed trials that carry :data:`EPOCHS_ATTR` (BOHB's model on the largest
+        budget with enough observations; the rungs' ties make it a rung's epochs), the larger."""
+        floor = getattr(self, "_min_epochs", None)  # absent in an older pickle
+        n = getattr(self, "_longest_min", None)
+        if n is not None:
+            ran = sorted(
+                (int(t.user_attrs[EPOCHS_ATTR]) for t in completed if EPOCHS_ATTR in t.user_attrs),
+                reverse=True,
+            )
+            if len(ran) >= n:
+                floor = max(floor or 0, ran[n - 1])
+        return floor
 
     def _optimize_acqf(self, acqf: Any, best_params: Any) -> Any:
         """Optuna's search over ``acqf`` (its documented override point), per unit of cost when
@@ -468,7 +489,10 @@ class CpuGPSampler(optuna.samplers.GPSampler):
         states = (TrialState.COMPLETE, TrialState.RUNNING)
         trials = study._get_trials(deepcopy=False, states=states, use_cache=False)
         completed = [t for t in trials if t.state == TrialState.COMPLETE]
-        floor = getattr(self, "_min_epochs", None)  # absent in an older pickle
+        floor = self._fit_floor(completed)
+        if floor != getattr(self, "_fitted_floor", None):  # other trials: refit, not reuse
+            self._fitted_floor = floor
+            self._costtune_fitted_at = 0
         if floor is not None:
             completed = [t for t in completed if t.user_attrs.get(EPOCHS_ATTR, floor) >= floor]
         running = [

@@ -203,6 +203,8 @@ class GpPool(SamplerPool):
         value_transform: as a sweep's ``searcher.value_transform`` (default ``clip``).
         fidelity_epochs: the sweep's ``max_epochs``, for a process over (configuration, epochs
             run) (``CpuGPSampler(fidelity_epochs=...)``); None: over the configuration alone.
+        longest_min: the process fits the trials that ran as long as the n-th longest
+            (``CpuGPSampler(longest_min=n)``); None: every trial.
     """
 
     def __init__(
@@ -212,11 +214,16 @@ class GpPool(SamplerPool):
         n_startup_trials: int | None = None,
         value_transform: str | None = "clip",
         fidelity_epochs: int | None = None,
+        longest_min: int | None = None,
     ) -> None:
         from costtune.search import GP_STARTUP_TRIALS, gp_sampler
 
         startup = GP_STARTUP_TRIALS if n_startup_trials is None else n_startup_trials
         sampler = gp_sampler(
-            seed, n_startup_trials=startup, value_transform=value_transform, fidelity_epochs=fidelity_epochs
+            seed,
+            n_startup_trials=startup,
+            value_transform=value_transform,
+            fidelity_epochs=fidelity_epochs,
+            longest_min=longest_min,
         )
         super().__init__(curves, sampler)

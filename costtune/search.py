@@ -53,6 +53,7 @@ def gp_sampler(
     fast_search: dict[str, int] | None = None,
     believer: bool = True,
     fidelity_epochs: int | None = None,
+    longest_min: int | None = None,
 ) -> Any:
     """Optuna's ``GPSampler``, asked the same and answering the same, without its per-ask
     ``torch.device("cpu")`` mode where torch's default device is the CPU already
@@ -64,6 +65,7 @@ def gp_sampler(
         fast_search=fast_search,
         believer=believer,
         fidelity_epochs=fidelity_epochs,
+        longest_min=longest_min,
         seed=seed,
         n_startup_trials=n_startup_trials,
         cost_exponent=cost_exponent,

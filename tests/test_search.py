@@ -656,6 +656,76 @@ def test_the_gp_told_to_forget_the_rungs_losses_models_the_full_runs_alone() -> 
     assert untagged.ask(dists).params["x"] < 0.72
 
 
+def test_the_gp_on_its_longest_runs_fits_the_trials_that_ran_as_long_as_the_nth_longest() -> None:
+    """``longest_min=n``: the process fits the completed trials that ran at least the epochs of
+    the n-th longest (BOHB's largest budget with n observations). With 7 full runs of 8 epochs
+    and 8 trials stopped at 2, n = 7 forgets the stopped ones, proposal for proposal as
+    ``forget_below(8)``; n = 8 reaches into the stopped ones and fits every trial, as the plain
+    process. n below the start-up trials would leave the process nothing to model: refused."""
+    for seed in range(3):
+        forgetting = gp_sampler(seed, n_startup_trials=5)
+        forgot, dists = _study_misled(forgetting)
+        forgetting.forget_below(8)
+        longest, _ = _study_misled(gp_sampler(seed, n_startup_trials=5, longest_min=7))
+        expected = forgot.ask(dists).params["x"]
+        assert longest.ask(dists).params["x"] == pytest.approx(expected) and expected > 0.72
+        plain, _ = _study_misled(gp_sampler(seed, n_startup_trials=5))
+        every, _ = _study_misled(gp_sampler(seed, n_startup_trials=5, longest_min=8))
+        expected = plain.ask(dists).params["x"]
+        assert every.ask(dists).params["x"] == pytest.approx(expected) and expected < 0.72
+    with pytest.raises(ValueError, match="longest_min: must be at least n_startup_trials"):
+        gp_sampler(0, n_startup_trials=5, longest_min=4)
+
+
+def test_the_gp_on_its_longest_runs_refits_when_its_floor_rises_past_many_trials() -> None:
+    """Past REFIT_EVERY_ASK_UNTIL trials an ask reuses the last fit while the trials grow by
+    less than REFIT_GROWTH; once the n-th longest run rises (other trials fitted), it refits on
+    the trials now fitted, though their number alone would have kept the old fit."""
+    import random
+
+    import optuna._gp.gp as gp_internals
+
+    from costtune.gp import EPOCHS_ATTR
+
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    dists = {"x": optuna.distributions.FloatDistribution(0.0, 1.0)}
+    study = optuna.create_study(sampler=gp_sampler(3, n_startup_trials=5, fast_from=10**6, longest_min=5))
+    rng = random.Random(0)
+
+    def add(n: int, epochs: int) -> None:
+        for _ in range(n):
+            x = rng.random()
+            study.add_trial(
+                optuna.trial.create_trial(
+                    params={"x": x},
+                    distributions=dists,
+                    value=(x - 0.3) ** 2,
+                    user_attrs={EPOCHS_ATTR: epochs},
+                )
+            )
+
+    fits: list[int] = []
+    original = gp_internals.GPRegressor._fit_kernel_params
+
+    def counting(self, *args, **kwargs):  # type: ignore[no-untyped-def]
+        fits.append(len(self._y_train))
+        return original(self, *args, **kwargs)
+
+    gp_internals.GPRegressor._fit_kernel_params = counting
+    try:
+        add(210, 2)
+        study.ask(dists)
+        assert fits == [210]
+        add(4, 8)  # four long runs: the 5th longest is still a 2-epoch trial, 214 < 231 fitted
+        study.ask(dists)
+        assert fits == [210]
+        add(205, 8)  # the 5th longest now ran 8: 209 trials fitted, a fit of its own
+        study.ask(dists)
+        assert fits == [210, 209]
+    finally:
+        gp_internals.GPRegressor._fit_kernel_params = original
+
+
 def test_a_sweeps_searcher_tags_epochs_and_forgets_the_rungs_once_the_hedge_switched() -> None:
     """The searcher a sweep runs (RungEstimates around Ray's OptunaSearch with the default GP,
     beside a real CostAwareHyperBand): each ended trial's Optuna trial carries the epochs it ran
