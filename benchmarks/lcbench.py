@@ -391,6 +391,7 @@ _NUMBERED: dict[str, tuple[str, str]] = {
     "l": ("judge_every_bracket", _WHOLE),
     "c": ("fidelity", _WHOLE),
     "@": ("longest_min", _WHOLE),
+    "~": ("weak_rank_tau", _REAL),
 }
 
 
@@ -511,6 +512,11 @@ def parse_variant(method: str) -> tuple[str, dict[str, Any]]:
     observations; with the rungs' ties, a rung's epochs): once n trials passed the second rung,
     the losses trials were stopped at by the first no longer shape the process
     (``CpuGPSampler(longest_min=n)``); n at least the start-up trials (``i``).
+    ``~<θ>`` (any costtune-hb method, with ``J``; with ``G``): while the first rung's kept trials
+    reach the second in an order whose Kendall τ with their first-rung order is below θ (at
+    least ``S`` of them), the GP fits only the trials that ran as long as the ``S``-th longest
+    that ended (``AsyncHyperband(weak_rank_tau=θ)``, read through ``searcher_min_epochs``): ``@``
+    where the first rung's ranks are shown weak, every trial where they hold.
     ``v``: a trial the look-ahead pruned is told to TPE at its estimated loss at the rung
     (``AsyncHyperband.rung_estimate``), not at its last loss.
     """
@@ -674,9 +680,9 @@ def run_tpe_loop(
         curve = by_id[config_id]
         trial.set_user_attr(COST_ATTR, float(curve.epoch_seconds[:epoch].mean()))
         trial.set_user_attr(EPOCHS_ATTR, epoch)
-        floor = policy.searcher_min_epochs() if forget_misled and policy is not None else None
-        if floor is not None and isinstance(study.sampler, CpuGPSampler):
-            study.sampler.forget_below(floor)  # as a sweep's searcher (costtune.search)
+        if forget_misled and policy is not None and isinstance(study.sampler, CpuGPSampler):
+            # as a sweep's searcher (costtune.search)
+            study.sampler.forget_below(policy.searcher_min_epochs())
         if epoch >= MAX_EPOCHS:
             finished.append(curve)
         estimate = policy.rung_estimate(config_id) if tell_estimate and policy is not None else None

@@ -117,6 +117,8 @@ SETTINGS = (
     "--warmup-trials 0",
     "longest runs 6",
     "longest runs 10",
+    "weak ranks 0.3",
+    "weak ranks 0.5",
 )
 
 
@@ -364,6 +366,7 @@ def replay(curves: list[Curve], setting: str, seed: int) -> Any:
             # scheduler.hedge_judges: every_bracket (the default since stop 42): every later
             # bracket's trials test the first rung; full_runs: the full runs alone
             judge_every_bracket=setting != "full runs judged",
+            weak_rank_tau=float(setting.split()[-1]) if setting.startswith("weak ranks") else None,
         )
     if setting in (*with_default_rungs, "stopper only"):
         noise_aware = NOISE_AWARE_DEFAULT or setting == "default + noise-aware"

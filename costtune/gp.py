@@ -416,7 +416,7 @@ class CpuGPSampler(optuna.samplers.GPSampler):
         self._costed: list[Any] = []
         self._min_epochs: int | None = None
 
-    def forget_below(self, epochs: int) -> None:
+    def forget_below(self, epochs: int | None) -> None:
         """From now on, fit only the completed trials that ran at least ``epochs`` (their
         :data:`EPOCHS_ATTR`; a trial without one counts as having run them).
 
@@ -424,7 +424,8 @@ class CpuGPSampler(optuna.samplers.GPSampler):
         its first rung would have pruned became the best): the losses the rungs stopped trials
         at mislead the process as much, and a process fitted to them keeps proposing the
         configurations that start fast. Forgetting them, it models the full runs alone (below
-        its start-up count it proposes at random again). The next ask refits."""
+        its start-up count it proposes at random again). The next ask refits. ``None``: every
+        trial again."""
         if getattr(self, "_min_epochs", None) != epochs:  # absent in an older pickle
             self._min_epochs = epochs
             self._costtune_fitted_at = 0

@@ -168,9 +168,8 @@ class SamplerPool:
             )
         )
         # as a sweep's searcher: once the hedge has switched, the process fits the full runs alone
-        floor = None if self.policy is None else self.policy.searcher_min_epochs()
-        if floor is not None and isinstance(self.study.sampler, CpuGPSampler):
-            self.study.sampler.forget_below(floor)
+        if self.policy is not None and isinstance(self.study.sampler, CpuGPSampler):
+            self.study.sampler.forget_below(self.policy.searcher_min_epochs())
 
 
 class TpePool(SamplerPool):

@@ -205,9 +205,8 @@ class RungEstimates(Searcher):
         if trial is not None and epochs is not None and not done:
             trial.set_user_attr(EPOCHS_ATTR, int(epochs))
         policy = getattr(self.scheduler, "policy", None)
-        floor = None if policy is None else policy.searcher_min_epochs()
-        if floor is not None:
-            sampler.forget_below(floor)
+        if policy is not None:
+            sampler.forget_below(policy.searcher_min_epochs())
 
     def add_evaluated_point(self, *args: Any, **kwargs: Any) -> None:
         self.searcher.add_evaluated_point(*args, **kwargs)

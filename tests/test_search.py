@@ -649,6 +649,8 @@ def test_the_gp_told_to_forget_the_rungs_losses_models_the_full_runs_alone() -> 
         forgot, _ = _study_misled(forgetting)
         forgetting.forget_below(8)
         assert plain.ask(dists).params["x"] < 0.72 < forgot.ask(dists).params["x"]
+        forgetting.forget_below(None)  # the rungs trusted again (weak_rank_tau): every trial is fitted
+        assert forgot.ask(dists).params["x"] < 0.72
     # untagged trials (points told from outside the sweep) are kept: the flat ones, untagged, still count
     untagged, dists = _study_misled(gp_sampler(0, n_startup_trials=5), tag_stopped=False)
     untagged.sampler.forget_below(8)

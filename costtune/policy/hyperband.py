@@ -185,6 +185,8 @@ class AsyncHyperband:
     opened_by: str | None = None
     opened_at: int | None = None
     switched_at: int | None = None
+    #: nor the searcher's fit on the longest runs where the first rung's order barely holds (off)
+    weak_rank_tau: float | None = None
     #: nor judged any bracket's trials but the hedge's against the first rung (a resumed older run
     #: switches as it would have; the default for a new policy is True since stop 42)
     judge_every_bracket: bool = False
@@ -205,8 +207,16 @@ class AsyncHyperband:
         hedge: bool = False,
         misrank_min: int | None = MISRANK_MIN,
         judge_every_bracket: bool = True,
+        weak_rank_tau: float | None = None,
     ) -> None:
         validate_geometry(grace_epochs, eta, max_epochs)
+        ranks_read = escalate and misrank_min is not None
+        if weak_rank_tau is not None and not (ranks_read and -1 <= weak_rank_tau <= 1):
+            raise ConfigError(
+                "scheduler.weak_rank_tau: a Kendall τ in [-1, 1], with escalate and misrank_min set; "
+                f"got {weak_rank_tau!r}"
+            )
+        self.weak_rank_tau = None if weak_rank_tau is None else float(weak_rank_tau)
         if hedge and not escalate:
             raise ConfigError("scheduler.hedge: needs scheduler.escalate (the hedge opens on a stall)")
         if isinstance(rung_checks, bool) or not isinstance(rung_checks, int) or rung_checks < 0:
@@ -399,10 +409,38 @@ class AsyncHyperband:
     def searcher_min_epochs(self) -> int | None:
         """The fewest epochs a trial must have run for the searcher to learn from its loss:
         ``max_epochs`` once the hedge has switched (the rungs shown to prune what ends best, the
-        losses they stopped trials at mislead a model of the final loss as much), else ``None``
-        (every trial). Read by the sweep's searcher wrapper and the replay's pool
-        (``CpuGPSampler.forget_below``)."""
-        return self.max_epochs if self.switched else None
+        losses they stopped trials at mislead a model of the final loss as much); with
+        ``weak_rank_tau``, while the first rung's order barely holds (:meth:`ranks_weak`), the
+        epochs of the ``misrank_min``-th longest of the ended trials (BOHB's model on the largest
+        budget with enough observations: the losses the first rung stopped trials at no longer
+        shape the model once that many ran longer); else ``None`` (every trial). Read by the
+        sweep's searcher wrapper and the replay's pool at every end
+        (``CpuGPSampler.forget_below``; ``None`` fits every trial again)."""
+        if self.switched:
+            return self.max_epochs
+        if self.ranks_weak():
+            ended = sorted(
+                (t.epochs for t in self.trials.values() if t.stop_reason is not None), reverse=True
+            )
+            n = self.misrank_min or MISRANK_MIN
+            if len(ended) >= n and ended[n - 1] > self.rungs_by_bracket[0][0]:
+                return ended[n - 1]
+        return None
+
+    def ranks_weak(self) -> bool:
+        """(``weak_rank_tau`` θ) Whether the first rung's order barely holds: at least
+        ``misrank_min`` trials it kept reached the second rung, and Kendall's τ between their
+        losses at the two rungs is below θ. Read on the kept trials alone (the others never
+        reached the second rung), τ is lower than over every configuration, but its sign and
+        size still tell the kinds apart: a few kept pairs on LCBench's dev tasks, τ 0.7–1.0;
+        curves whose paces are each configuration's own, τ −0.5–0.6. Counted until the sweep
+        ends (not only until every bracket opens), so the answer follows the evidence."""
+        theta = getattr(self, "weak_rank_tau", None)  # absent in an older pickle
+        need = self.misrank_min
+        if theta is None or need is None or len(self.ranked) < need:
+            return False
+        pairs = self.concordant + self.discordant
+        return pairs > 0 and self.concordant - self.discordant < theta * pairs
 
     def stopper_waits_until(self, trial_id: str) -> int:
         """(``hedge``) The epoch before which the stopping rule's pace does not stop this trial:
@@ -506,17 +544,18 @@ class AsyncHyperband:
     def _rank(self, trial_id: str, rung_at: int, loss: float) -> None:
         """(``escalate``) Book a bracket-0 trial's loss at its second rung against its loss at
         the first; open every bracket if the first rung now looks misranked."""
+        every_open = self.open_brackets >= len(self.rungs_by_bracket)
         if (
             self.misrank_min is None
             or rung_at != self.rungs_by_bracket[0][1]
-            or self.open_brackets >= len(self.rungs_by_bracket)
+            or (every_open and getattr(self, "weak_rank_tau", None) is None)  # nothing left to decide
         ):
             return
         first = self.rungs[0][self.rungs_by_bracket[0][0]].get(trial_id)
         if first is None or not (math.isfinite(first.loss) and math.isfinite(loss)):
             return
         self._add_ranked(first.loss, loss)
-        if self._misranked():
+        if not every_open and self._misranked():
             self._open_every_bracket("misranked")
 
     def _count_ranked(self) -> None:

@@ -695,3 +695,57 @@ def test_the_order_check_survives_a_round_trip_and_a_policy_pickled_before_it() 
     again = AsyncHyperband(**kwargs)
     again.load_state_dict(saved)
     assert (again.opened_by, again.opened_at, again.open_brackets) == ("misranked", MISRANK_MIN, 3)
+
+
+def test_where_the_first_rungs_order_barely_holds_the_searcher_fits_the_longest_runs() -> None:
+    """``weak_rank_tau`` θ: once ``misrank_min`` trials the first rung kept reached the second
+    with a Kendall τ between their two rungs' losses below θ, ``searcher_min_epochs`` is the
+    epochs of the ``misrank_min``-th longest ended trial (the searcher then fits those); where
+    the order holds, ``None``. It survives a round trip; it needs the order check."""
+    kwargs = {"max_epochs": 9, "grace_epochs": 1, "eta": 3, "brackets": 1, "escalate": True, "misrank_min": 6}
+
+    def sweep(policy: AsyncHyperband, reversed_order: bool) -> None:
+        for i in range(6):
+            _crossing_sweep(policy, i + 1, reversed_order)
+            policy.on_end(f"t{i:02d}")  # each kept trial ran 6 epochs, then its loop ended
+            if i < 5:  # five ranked trials are too few to judge the order by
+                assert not policy.ranks_weak() and policy.searcher_min_epochs() is None
+
+    weak = AsyncHyperband(**kwargs, weak_rank_tau=0.5)
+    sweep(weak, reversed_order=True)
+    # the first ran 6 epochs; each later one, worse at the second rung than all before, was pruned there
+    assert [weak.trials[f"t{i:02d}"].epochs for i in range(6)] == [6, 3, 3, 3, 3, 3]
+    assert weak.ranks_weak() and weak.searcher_min_epochs() == 3
+    weak.on_add("t06")
+    weak.on_result("t06", 1, 2.0, 1.0)
+    weak.on_end("t06")  # one more ended trial, shorter: the 6th longest is still the one at 3
+    assert weak.searcher_min_epochs() == 3
+    restored = AsyncHyperband(**kwargs, weak_rank_tau=0.5)
+    restored.load_state_dict(json.loads(json.dumps(weak.state_dict())))
+    assert restored.ranks_weak() and restored.searcher_min_epochs() == 3
+    holding = AsyncHyperband(**kwargs, weak_rank_tau=0.5)
+    sweep(holding, reversed_order=False)
+    assert holding.concordant == 15 and not holding.ranks_weak() and holding.searcher_min_epochs() is None
+    # τ = 1 is not below θ = 1; without θ nothing changes for the searcher
+    strict = AsyncHyperband(**kwargs, weak_rank_tau=1.0)
+    sweep(strict, reversed_order=False)
+    assert not strict.ranks_weak()
+    off = AsyncHyperband(**kwargs)
+    sweep(off, reversed_order=True)
+    assert not off.ranks_weak() and off.searcher_min_epochs() is None
+    for bad in ({"escalate": False}, {"misrank_min": None}, {"weak_rank_tau": 1.5}):
+        with pytest.raises(ConfigError, match=r"^scheduler\.weak_rank_tau: a Kendall τ in \[-1, 1\]"):
+            AsyncHyperband(**{**kwargs, "weak_rank_tau": 0.5, **bad})
+
+
+def test_the_order_is_still_read_once_every_bracket_is_open_when_the_searcher_needs_it() -> None:
+    """The order check stops counting once every bracket is open (nothing left for it to
+    open); with ``weak_rank_tau`` it counts on, so the searcher's floor follows the evidence."""
+    kwargs = {"max_epochs": 9, "grace_epochs": 1, "eta": 3, "brackets": 1, "escalate": True}
+    counting, plain = AsyncHyperband(**kwargs, weak_rank_tau=0.2), AsyncHyperband(**kwargs)
+    for policy in (counting, plain):
+        policy._open_every_bracket("stall")
+        for i in range(40):  # some land in bracket 0 and reach its second rung
+            _run_one_worker(policy, {f"t{i:02d}": [1.0 - i / 100, 0.8, 0.5 - i / 1000, 0.5, 0.5]})
+    assert plain.ranked == [] and len(counting.ranked) > 0
+    assert counting.discordant == 0 and counting.concordant > 0
