@@ -392,6 +392,7 @@ _NUMBERED: dict[str, tuple[str, str]] = {
     "c": ("fidelity", _WHOLE),
     "@": ("longest_min", _WHOLE),
     "~": ("weak_rank_tau", _REAL),
+    "^": ("misrank_tau", _REAL),
 }
 
 
@@ -517,20 +518,23 @@ def parse_variant(method: str) -> tuple[str, dict[str, Any]]:
     least ``S`` of them), the GP fits only the trials that ran as long as the ``S``-th longest
     that ended (``AsyncHyperband(weak_rank_tau=θ)``, read through ``searcher_min_epochs``): ``@``
     where the first rung's ranks are shown weak, every trial where they hold.
+    ``^<θ>`` (any costtune-hb method, with ``J``): the brackets open once the first rung's kept
+    trials reach the second with Kendall's τ ≤ θ (``AsyncHyperband(misrank_tau=θ)``; 0, the
+    default, is ``S``'s rule: no more pairs in order than reversed).
     ``v``: a trial the look-ahead pruned is told to TPE at its estimated loss at the rung
     (``AsyncHyperband.rung_estimate``), not at its last loss.
     """
     base, _, spec = method.partition(":")
     kwargs: dict[str, Any] = {key: value for letter, (key, value) in _FLAGS.items() if letter in spec}
     for letter, (key, number) in _NUMBERED.items():
-        for value in re.findall(letter + number, spec):
+        for value in re.findall(re.escape(letter) + number, spec):
             if letter in "UN":  # the fast ask's first round
                 kwargs.setdefault("fast_search", {})[key] = int(value)
             elif number == _REAL:
                 kwargs[key] = float(value)
             else:
                 kwargs[key] = None if letter in "aWS" and int(value) == 0 else int(value)
-    numbered = "|".join(letter + number[1:-1] for letter, (_, number) in _NUMBERED.items())
+    numbered = "|".join(re.escape(letter) + number[1:-1] for letter, (_, number) in _NUMBERED.items())
     spec = re.sub(numbered + "|[" + "".join(_FLAGS) + "]", "", spec)
     unknown = re.sub(r"([gebpk])([0-9]+|[lcpf])", "", spec)
     if unknown:  # a mistyped or retired letter would otherwise run the plain method silently

@@ -119,6 +119,9 @@ SETTINGS = (
     "longest runs 10",
     "weak ranks 0.3",
     "weak ranks 0.5",
+    "open below 0.3",
+    "open below 0.5",
+    "open and fit below 0.3",
 )
 
 
@@ -366,7 +369,10 @@ def replay(curves: list[Curve], setting: str, seed: int) -> Any:
             # scheduler.hedge_judges: every_bracket (the default since stop 42): every later
             # bracket's trials test the first rung; full_runs: the full runs alone
             judge_every_bracket=setting != "full runs judged",
-            weak_rank_tau=float(setting.split()[-1]) if setting.startswith("weak ranks") else None,
+            weak_rank_tau=float(setting.split()[-1])
+            if setting.startswith(("weak ranks", "open and fit below"))
+            else None,
+            misrank_tau=float(setting.split()[-1]) if setting.startswith("open") else 0.0,
         )
     if setting in (*with_default_rungs, "stopper only"):
         noise_aware = NOISE_AWARE_DEFAULT or setting == "default + noise-aware"

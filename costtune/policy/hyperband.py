@@ -180,6 +180,7 @@ class AsyncHyperband:
     rung_checks: int = 0
     #: nor the order check (off: a run resumes as it ran) or a record of what opened the brackets
     misrank_min: int | None = None
+    misrank_tau: float = 0.0
     concordant: int = 0
     discordant: int = 0
     opened_by: str | None = None
@@ -208,6 +209,7 @@ class AsyncHyperband:
         misrank_min: int | None = MISRANK_MIN,
         judge_every_bracket: bool = True,
         weak_rank_tau: float | None = None,
+        misrank_tau: float = 0.0,
     ) -> None:
         validate_geometry(grace_epochs, eta, max_epochs)
         ranks_read = escalate and misrank_min is not None
@@ -217,6 +219,9 @@ class AsyncHyperband:
                 f"got {weak_rank_tau!r}"
             )
         self.weak_rank_tau = None if weak_rank_tau is None else float(weak_rank_tau)
+        if not -1 <= misrank_tau < 1:
+            raise ConfigError(f"scheduler.misrank_tau: a Kendall τ in [-1, 1), got {misrank_tau!r}")
+        self.misrank_tau = float(misrank_tau)
         if hedge and not escalate:
             raise ConfigError("scheduler.hedge: needs scheduler.escalate (the hedge opens on a stall)")
         if isinstance(rung_checks, bool) or not isinstance(rung_checks, int) or rung_checks < 0:
@@ -587,7 +592,11 @@ class AsyncHyperband:
         starters end worse, the kept ones reverse. Only bracket 0's trials are read, and only
         until every bracket is open: O(n) per arrival at the second rung."""
         need = self.misrank_min
-        return need is not None and len(self.ranked) >= need and self.concordant <= self.discordant
+        tau = getattr(self, "misrank_tau", 0.0)  # absent in an older pickle
+        pairs = self.concordant + self.discordant
+        return (
+            need is not None and len(self.ranked) >= need and self.concordant - self.discordant <= tau * pairs
+        )
 
     def _open_every_bracket(self, why: str) -> None:
         """(``escalate``) From now on new trials are spread over every bracket that fits."""

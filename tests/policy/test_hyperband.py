@@ -749,3 +749,22 @@ def test_the_order_is_still_read_once_every_bracket_is_open_when_the_searcher_ne
             _run_one_worker(policy, {f"t{i:02d}": [1.0 - i / 100, 0.8, 0.5 - i / 1000, 0.5, 0.5]})
     assert plain.ranked == [] and len(counting.ranked) > 0
     assert counting.discordant == 0 and counting.concordant > 0
+
+
+def test_brackets_open_below_a_set_rank_agreement_of_the_kept_trials() -> None:
+    """``misrank_tau`` θ: the brackets open once ``misrank_min`` kept trials reached the second
+    rung with Kendall's τ ≤ θ; θ = 0 (the default) is the rule of no more pairs in order than
+    reversed. Kept trials mostly in order (τ = 1/3) open them at θ = 0.5, not at 0."""
+    kwargs = {"max_epochs": 9, "grace_epochs": 1, "eta": 3, "brackets": 1, "escalate": True}
+    at_3 = [0.50, 0.48, 0.49, 0.46, 0.47, 0.485]
+    policies = {theta: AsyncHyperband(**kwargs, misrank_tau=theta) for theta in (0.0, 0.5)}
+    for policy in policies.values():
+        for i, loss in enumerate(at_3):  # each a new best at the first rung, kept
+            start = 1.0 - i / 100
+            _run_one_worker(policy, {f"t{i}": [start, (start + loss) / 2, loss, loss]})
+    for policy in policies.values():
+        assert (policy.concordant, policy.discordant) == (10, 5)  # τ = 1/3
+    assert policies[0.0].open_brackets == 1 and policies[0.0].opened_by is None
+    assert policies[0.5].open_brackets == 3 and policies[0.5].opened_by == "misranked"
+    with pytest.raises(ConfigError, match=r"^scheduler\.misrank_tau: a Kendall τ in \[-1, 1\)"):
+        AsyncHyperband(**kwargs, misrank_tau=1.0)
