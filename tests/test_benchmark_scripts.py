@@ -165,6 +165,13 @@ def test_lcbench_table_pairs_runs_by_task_and_seed() -> None:
     assert parse_variant("costtune-hb-rel-tpe:r0.3sGCW10i5JVjf0")[1]["forget_misled"] == 0
     assert parse_variant("costtune-hb-rel-tpe:r0.3skfGCW10i5JVjf0")[1]["keep"] == "floor"
     assert "forget_misled" not in parse_variant("costtune-hb-rel-tpe:r0.3sGCW10i5JVj")[1]
+    # stop 44: the GP on its longest runs (@n), gated by weak first-rung ranks (~θ), brackets
+    # opened below a rank agreement (^θ: a regex anchor, read as a letter)
+    spec = parse_variant("costtune-hb-rel-tpe:r0.3sGCW10i5JVj@6~0.3^0.5")[1]
+    assert (spec["longest_min"], spec["weak_rank_tau"], spec["misrank_tau"]) == (6, 0.3, 0.5)
+    assert spec["warmup_trials"] == 10 and spec["hedge"]
+    with pytest.raises(ValueError, match="unknown variant"):
+        parse_variant("costtune-hb-rel-tpe:r0.3sGCW10i5JVj^")
     inf = math.inf
 
     def row(method, task, seed, usd):
