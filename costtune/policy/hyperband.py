@@ -164,6 +164,17 @@ class AsyncHyperband:
             no setting was chosen on; on LCBench it changes about 1 run-target in 150, either way
             (4 cheaper and 6 dearer of 1,480 over dev, test and the 18 wider tasks; one test
             success lost). The default since stop 42 (``benchmarks/RESULTS.md``, stops 41 and 42).
+        weak_rank_tau: θ, or None (off, the default). A prototype, not in a sweep's config: while
+            the first rung's order barely holds (:meth:`ranks_weak`: Kendall's τ of its kept
+            trials between the first two rungs below θ), the Gaussian-process searcher fits only
+            the trials that ran as long as the ``misrank_min``-th longest
+            (:meth:`searcher_min_epochs`). Measured (``benchmarks/RESULTS.md``, stop 44; θ = 0.3):
+            on curves whose paces are each configuration's own, median 0.064 against 0.086 of the
+            recorded dollars (cheaper in 5 runs, dearer in 2 of 18); on LCBench's dev tasks it
+            changes 7–8 of 160 runs, mostly dearer, and loses 2–3 successes of 160.
+        misrank_tau: θ (default 0): the brackets open once the kept trials' τ ≤ θ, not only
+            ≤ 0 (a prototype: at 0.3 and 0.5 it changed 1 of 18 crossing runs and 2–10 of 320
+            LCBench run-targets; stop 44).
     """
 
     #: a policy pickled before the warm-up existed (a resumed older run) has none
