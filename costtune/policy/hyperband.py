@@ -169,9 +169,10 @@ class AsyncHyperband:
             trials between the first two rungs below θ), the Gaussian-process searcher fits only
             the trials that ran as long as the ``misrank_min``-th longest
             (:meth:`searcher_min_epochs`). Measured (``benchmarks/RESULTS.md``, stop 44; θ = 0.3):
-            on curves whose paces are each configuration's own, median 0.064 against 0.086 of the
-            recorded dollars (cheaper in 5 runs, dearer in 2 of 18); on LCBench's dev tasks it
-            changes 7–8 of 160 runs, mostly dearer, and loses 2–3 successes of 160.
+            on ``benchmarks/slow_starters.py``'s three kinds cheaper than the default in 29 runs
+            and dearer in 8 of 102 (fresh tables: 9 and 5 of 36; crossing curves 1 and 1), one
+            more success; on LCBench's dev tasks it changes 7–8 of 160 runs, mostly dearer, and
+            loses 2–3 successes of 160, in the runs already far above the floor.
         misrank_tau: θ (default 0): the brackets open once the kept trials' τ ≤ θ, not only
             ≤ 0 (a prototype: at 0.3 and 0.5 it changed 1 of 18 crossing runs and 2–10 of 320
             LCBench run-targets; stop 44).
