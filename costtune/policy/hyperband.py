@@ -453,11 +453,17 @@ class AsyncHyperband:
         curves whose paces are each configuration's own, τ −0.5–0.6. Counted until the sweep
         ends (not only until every bracket opens), so the answer follows the evidence."""
         theta = getattr(self, "weak_rank_tau", None)  # absent in an older pickle
+        tau = self._kept_tau()
+        return theta is not None and tau is not None and tau < theta
+
+    def _kept_tau(self) -> float | None:
+        """Kendall's τ of the first rung's kept trials between their losses at the first two
+        rungs (0 where every pair ties), or ``None`` while fewer than ``misrank_min`` are ranked."""
         need = self.misrank_min
-        if theta is None or need is None or len(self.ranked) < need:
-            return False
+        if need is None or len(self.ranked) < need:
+            return None
         pairs = self.concordant + self.discordant
-        return pairs > 0 and self.concordant - self.discordant < theta * pairs
+        return (self.concordant - self.discordant) / pairs if pairs else 0.0
 
     def stopper_waits_until(self, trial_id: str) -> int:
         """(``hedge``) The epoch before which the stopping rule's pace does not stop this trial:
@@ -560,7 +566,8 @@ class AsyncHyperband:
 
     def _rank(self, trial_id: str, rung_at: int, loss: float) -> None:
         """(``escalate``) Book a bracket-0 trial's loss at its second rung against its loss at
-        the first; open every bracket if the first rung now looks misranked."""
+        the first; open every bracket if the first rung now looks misranked. Once every bracket
+        is open nothing is booked, unless ``weak_rank_tau`` still reads the order."""
         every_open = self.open_brackets >= len(self.rungs_by_bracket)
         if (
             self.misrank_min is None
@@ -603,12 +610,8 @@ class AsyncHyperband:
         (on LCBench's test tasks τ ≤ 0 came in 7 of 480 runs); where the faster
         starters end worse, the kept ones reverse. Only bracket 0's trials are read, and only
         until every bracket is open: O(n) per arrival at the second rung."""
-        need = self.misrank_min
-        tau = getattr(self, "misrank_tau", 0.0)  # absent in an older pickle
-        pairs = self.concordant + self.discordant
-        return (
-            need is not None and len(self.ranked) >= need and self.concordant - self.discordant <= tau * pairs
-        )
+        tau = self._kept_tau()
+        return tau is not None and tau <= getattr(self, "misrank_tau", 0.0)  # absent in an older pickle
 
     def _open_every_bracket(self, why: str) -> None:
         """(``escalate``) From now on new trials are spread over every bracket that fits."""
