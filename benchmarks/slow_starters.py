@@ -93,7 +93,10 @@ def table(kind: str, seed: int) -> list[Curve]:
 #: (``stall only``: not on a first rung whose kept trials reverse their order, stop 39), or on
 #: such a rung alone (``misrank only``, a prototype: never on a stall); and the switch to full runs
 #: tested by the full runs alone (``full runs judged``: ``hedge_judges: full_runs``, the default
-#: until stop 42; ``every bracket judged``, the default since, spelt out)
+#: until stop 42; ``every bracket judged``, the default since, spelt out); stop 44's prototypes:
+#: the GP on its n longest runs (``longest runs n``), that only while the first rung's kept trials
+#: hold their order with Kendall's τ below θ (``weak ranks θ``), the brackets opened at τ ≤ θ
+#: (``open below θ``), and both (``open and fit below θ``)
 SETTINGS = (
     "default",
     "--no-escalate",
