@@ -20,6 +20,8 @@ from scipy.linalg import solve_triangular as _solve_triangular  # type: ignore[i
 from scipy.special import erfc as _erfc  # type: ignore[import-untyped]
 from scipy.special import erfcx as _erfcx
 
+from costtune.policy.hyperband import nth_longest
+
 _SQRT_HALF, _INV_SQRT_2PI = math.sqrt(0.5), 1 / math.sqrt(2 * math.pi)
 _SQRT_HALF_PI, _LOG_SQRT_2PI = math.sqrt(0.5 * math.pi), math.log(math.sqrt(2 * math.pi))
 
@@ -440,12 +442,10 @@ class CpuGPSampler(optuna.samplers.GPSampler):
         floor = getattr(self, "_min_epochs", None)  # absent in an older pickle
         n = getattr(self, "_longest_min", None)
         if n is not None:
-            ran = sorted(
-                (int(t.user_attrs[EPOCHS_ATTR]) for t in completed if EPOCHS_ATTR in t.user_attrs),
-                reverse=True,
-            )
-            if len(ran) >= n:
-                floor = max(floor or 0, ran[n - 1])
+            ran = (int(t.user_attrs[EPOCHS_ATTR]) for t in completed if EPOCHS_ATTR in t.user_attrs)
+            longest = nth_longest(ran, n)
+            if longest is not None:
+                floor = max(floor or 0, longest)
         return floor
 
     def _optimize_acqf(self, acqf: Any, best_params: Any) -> Any:

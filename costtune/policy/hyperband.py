@@ -12,6 +12,7 @@ Pure: no Ray, no clock. A Ray scheduler, a simulator or a test drives it through
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -41,6 +42,15 @@ WARMUP_MAX_SHARE = 0.1
 #: (``escalate``) how many trials bracket 0's first rung kept must have reached its second rung
 #: before their orders at the two rungs are compared (:meth:`AsyncHyperband._misranked`)
 MISRANK_MIN = 6
+
+
+def nth_longest(epochs: Iterable[int], n: int) -> int | None:
+    """The epochs of the n-th longest of these runs, or ``None`` with fewer than n: the least a
+    run must have lasted to be among the n longest, ties included (BOHB's largest budget with n
+    observations). Read by :meth:`AsyncHyperband.searcher_min_epochs` and
+    ``CpuGPSampler(longest_min=n)``."""
+    ran = sorted(epochs, reverse=True)
+    return ran[n - 1] if len(ran) >= n else None
 
 
 def auto_warmup_trials(eta: int, trials: int) -> int | None:
@@ -436,12 +446,10 @@ class AsyncHyperband:
         if self.switched:
             return self.max_epochs
         if self.ranks_weak():
-            ended = sorted(
-                (t.epochs for t in self.trials.values() if t.stop_reason is not None), reverse=True
-            )
-            n = self.misrank_min or MISRANK_MIN
-            if len(ended) >= n and ended[n - 1] > self.rungs_by_bracket[0][0]:
-                return ended[n - 1]
+            ended = (t.epochs for t in self.trials.values() if t.stop_reason is not None)
+            floor = nth_longest(ended, self.misrank_min or MISRANK_MIN)
+            if floor is not None and floor > self.rungs_by_bracket[0][0]:
+                return floor
         return None
 
     def ranks_weak(self) -> bool:
