@@ -28,7 +28,11 @@ the recorded sweep's cost, the median best loss, and in how many runs the replay
 (``costtune replay``'s ``note:`` lines) said that most stopped trials had not moved yet.
 
     .venv/bin/python benchmarks/slow_starters.py [--tables 3 --seeds 3 --first-table 0] [--kinds slow]
-        [--settings "default,rungs only,stopper only"]
+        [--settings "default,rungs only,stopper only"] [--until-target] [--jobs 2]
+
+``--until-target`` starts no configuration once one has reached the target (the same cost to
+target, a fraction of the time); ``--jobs`` runs the replays in that many processes. The paired
+column gives the sign test's p and the geometric mean of the paired ratios beside the counts.
 """
 
 from __future__ import annotations
@@ -43,6 +47,8 @@ from typing import Any
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from paired import geo_mean, sign_test
 
 from costtune.analysis import MOVED_SHARE
 from costtune.curves import Curve
@@ -306,14 +312,15 @@ class PeerRun:
         return []  # the peer's run says nothing of its own decisions
 
 
-def optuna_sha(curves: list[Curve], seed: int) -> PeerRun:
+def optuna_sha(curves: list[Curve], seed: int, target: float | None = None) -> PeerRun:
     """(``optuna tpe + sha``) The peer #13's held-out figures were measured against, through
     Optuna's own code: ``TPESampler(seed)`` (Optuna's defaults) and
     ``SuccessiveHalvingPruner(min_resource=5, reduction_factor=5)`` at costtune's rungs, asked
     and told as an Optuna user's loop does (each epoch reported, ``should_prune()`` asked, a
     pruned trial told as PRUNED). Over the table's configurations as costtune's replay: the
     sampler's proposal is snapped to the nearest unused one (:class:`costtune.pool.SamplerPool`),
-    which then runs as an enqueued trial with those exact values."""
+    which then runs as an enqueued trial with those exact values. With ``target``, no trial
+    starts once one has reached it (what came after cannot change the cost to reach it)."""
     import optuna
 
     pool = SamplerPool(curves, optuna.samplers.TPESampler(seed=seed))
@@ -335,14 +342,21 @@ def optuna_sha(curves: list[Curve], seed: int) -> PeerRun:
         else:
             pool.study.tell(trial, loss)
         run.trials.append((curve.config_id, e))
+        if target is not None and run.best_loss <= target:
+            break
     return run
 
 
-def replay(curves: list[Curve], setting: str, seed: int) -> Any:
+def replay(curves: list[Curve], setting: str, seed: int, target: float | None = None) -> Any:
     """One replay of ``curves`` as ``costtune replay --searcher gp`` runs it (``--searcher tpe``
-    for ``default with tpe``; ``optuna tpe + sha``: :func:`optuna_sha`)."""
+    for ``default with tpe``; ``optuna tpe + sha``: :func:`optuna_sha`).
+
+    With ``target`` (``--until-target``) no configuration starts once a trial has ended at or
+    below it: every decision up to the epoch that reached it is the same, so the cost to reach it
+    is too (a test compares), and a replay takes a fraction of the time; the best loss is then the
+    best when it stopped."""
     if setting == "optuna tpe + sha":
-        return optuna_sha(curves, seed)
+        return optuna_sha(curves, seed, target)
     policy, stopping = None, None
     # every setting but the three that take the default apart has the default's rungs and stopper
     with_default_rungs = [x for x in SETTINGS if x not in ("rungs only", "stopper only", "fifo, no stopping")]
@@ -399,23 +413,54 @@ def replay(curves: list[Curve], setting: str, seed: int) -> Any:
     )
     # as costtune replay's: the GP forgets misleading rungs once switched (the prototypes' wrappers: no)
     pool.policy = policy if isinstance(policy, AsyncHyperband) else None
+    reached = False
+
+    def ask() -> Curve | None:
+        return None if reached else pool.ask()
+
+    def tell(config_id: str, epoch: int, loss: float) -> None:
+        nonlocal reached
+        reached = reached or (target is not None and loss <= target)
+        pool.tell(config_id, epoch, loss)
+
     return simulate(
         [],
         policy,
         usd_per_device_hour=USD_PER_HOUR,
         stopping=stopping,
         max_epochs=EPOCHS,
-        next_curve=pool.ask,
-        on_trial_end=pool.tell,
+        next_curve=ask,
+        on_trial_end=tell,
     )
 
 
 def paired_counts(reference: list[float], other: list[float]) -> str:
     """The runs (same table, same seed) where ``other`` paid less / more than ``reference`` to reach
-    the target, as "cheaper / dearer"; a failure counts as 1.0 (the recorded sweep's cost)."""
-    cheaper = sum(o < r for r, o in zip(reference, other, strict=True))
-    dearer = sum(o > r for r, o in zip(reference, other, strict=True))
-    return f"{cheaper} / {dearer}"
+    the target, as "cheaper / dearer", the sign test's two-sided p and the geometric mean of the
+    paired ratios (other ÷ reference); a failure counts as 1.0 (the recorded sweep's cost)."""
+    cheaper, dearer, p = sign_test(other, reference)
+    ratio = geo_mean(o / r for r, o in zip(reference, other, strict=True))
+    return f"{cheaper} / {dearer} (p={p:.2g}, ×{ratio:.2f})"
+
+
+def one_run(kind: str, t: int, seed: int, setting: str, until_target: bool) -> dict[str, Any]:
+    """One replay of table ``t`` of ``kind``: its row (cost to target as a share of the recorded
+    sweep's dollars, inf when not reached; the best loss; whether its findings said that most
+    stopped trials had not moved). A module-level function, so ``--jobs`` can run it in a process."""
+    curves = table(kind, t)
+    recorded = sum(float(c.epoch_seconds.sum()) for c in curves) / 3600 * USD_PER_HOUR
+    target = sorted(float(c.val_loss[-1]) for c in curves)[5]
+    sim = replay(curves, setting, seed, target if until_target else None)
+    cost = sim.cost_to_target(target)  # None: not reached
+    return {
+        "kind": kind,
+        "table": t,
+        "seed": seed,
+        "setting": setting,
+        "cost_share": float("inf") if cost is None else cost / recorded,
+        "best_loss": sim.best_loss,
+        "told": any(f.code == "stopped_before_moving" for f in sim.findings(EPOCHS)),
+    }
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -441,9 +486,17 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument(
         "--out", help="also write every run (kind, table, seed, setting, cost share, best loss) to this CSV"
     )
+    parser.add_argument(
+        "--until-target",
+        action="store_true",
+        help="start no configuration once one has reached the target: the same cost to target, "
+        "a fraction of the time (the best-loss column is then the best when it stopped)",
+    )
+    parser.add_argument("--jobs", type=int, default=1, help="replays run in this many processes (default 1)")
     args = parser.parse_args(argv)
-    if args.tables < 1 or args.seeds < 1:
-        parser.error("--tables and --seeds: must be at least 1")
+    for flag, value in (("--tables", args.tables), ("--seeds", args.seeds), ("--jobs", args.jobs)):
+        if value < 1:
+            parser.error(f"{flag}: must be at least 1, got {value}")
     if args.first_table < 0:
         parser.error("--first-table: must be at least 0")
     kinds = args.kinds.split(",")
@@ -465,31 +518,31 @@ def main(argv: list[str] | None = None) -> None:
     print("|---|---|---:|---:|---:|---:|---:|")
     rows: list[dict[str, Any]] = []
     for kind in kinds:
-        results: dict[str, list[tuple[float, float]]] = {s: [] for s in settings}
-        told = dict.fromkeys(settings, 0)  # runs whose findings say trials were stopped before moving
-        for t in range(args.first_table, args.first_table + args.tables):
-            curves = table(kind, t)
-            recorded = sum(float(c.epoch_seconds.sum()) for c in curves) / 3600 * USD_PER_HOUR
-            target = sorted(float(c.val_loss[-1]) for c in curves)[5]
-            for seed in range(args.seeds):
-                for setting in settings:
-                    sim = replay(curves, setting, seed)
-                    cost = sim.cost_to_target(target)  # None: not reached
-                    share = float("inf") if cost is None else cost / recorded
-                    results[setting].append((share, sim.best_loss))
-                    rows.append(
-                        {"kind": kind, "table": t, "seed": seed, "setting": setting}
-                        | {"cost_share": share, "best_loss": sim.best_loss}
-                    )
-                    told[setting] += any(f.code == "stopped_before_moving" for f in sim.findings(EPOCHS))
-        first = [min(c, 1.0) for c, _ in results[settings[0]]]
-        for setting, runs in results.items():
-            reached = sum(np.isfinite(c) for c, _ in runs)
-            shares = [min(c, 1.0) for c, _ in runs]
+        work = [
+            (kind, t, seed, setting, args.until_target)
+            for t in range(args.first_table, args.first_table + args.tables)
+            for seed in range(args.seeds)
+            for setting in settings
+        ]
+        if args.jobs > 1:
+            from concurrent.futures import ProcessPoolExecutor
+
+            with ProcessPoolExecutor(args.jobs) as pool:
+                done = list(pool.map(one_run, *zip(*work, strict=True)))
+        else:
+            done = [one_run(*w) for w in work]
+        rows += [{k: v for k, v in r.items() if k != "told"} for r in done]
+        first = [min(r["cost_share"], 1.0) for r in done if r["setting"] == settings[0]]
+        for setting in settings:
+            runs = [r for r in done if r["setting"] == setting]
+            reached = sum(np.isfinite(r["cost_share"]) for r in runs)
+            shares = [min(r["cost_share"], 1.0) for r in runs]
             paired = paired_counts(first, shares) if setting != settings[0] else "—"
             print(
                 f"| {kind} | {setting} | {reached}/{len(runs)} | {statistics.median(shares):.3f} "
-                f"| {statistics.median(b for _, b in runs):.4f} | {told[setting]}/{len(runs)} | {paired} |"
+                f"| {statistics.median(r['best_loss'] for r in runs):.4f} "
+                f"| {sum(r['told'] for r in runs)}/{len(runs)} | {paired} |",
+                flush=True,
             )
         if args.out:  # rewritten after each kind: a run stopped later keeps the kinds done
             with open(args.out, "w", newline="") as f:

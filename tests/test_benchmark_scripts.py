@@ -848,15 +848,39 @@ def test_slow_starters_help_names_every_setting_and_a_bad_one_is_refused() -> No
 
 
 def test_slow_starters_pairs_runs_with_the_first_setting() -> None:
-    """The table's paired column counts, run by run, who paid less than the first setting; a
-    failure (inf) counts as the whole recorded cost, 1.0, so two failures tie."""
+    """The table's paired column counts, run by run, who paid less than the first setting, with
+    the sign test's p and the geometric mean of the paired ratios; a failure (inf) counts as the
+    whole recorded cost, 1.0, so two failures tie."""
     sys.path.insert(0, str(REPO / "benchmarks"))
     from slow_starters import paired_counts
 
-    assert paired_counts([0.1, 0.2, 1.0, 0.5], [0.05, 0.3, 1.0, 0.5]) == "1 / 1"
-    assert paired_counts([0.1, 0.2], [0.2, 0.3]) == "0 / 2"
+    # ratios 0.5, 1.5, 1, 1: geometric mean 0.75 ** (1/4) = 0.93
+    assert paired_counts([0.1, 0.2, 1.0, 0.5], [0.05, 0.3, 1.0, 0.5]) == "1 / 1 (p=1, ×0.93)"
+    assert paired_counts([0.1, 0.2], [0.2, 0.3]) == "0 / 2 (p=0.5, ×1.73)"
     with pytest.raises(ValueError):
         paired_counts([0.1], [0.1, 0.2])
+
+
+def test_slow_starters_until_target_costs_the_same_to_reach_it_in_fewer_trials() -> None:
+    """``--until-target`` starts no configuration once one has reached the target: the cost to
+    reach it is the full replay's to the cent, for costtune's default and for the Optuna peer,
+    and the replay stops well before it has tried every configuration."""
+    sys.path.insert(0, str(REPO / "benchmarks"))
+    from slow_starters import replay, table
+
+    curves = table("crossing", 0)
+    target = sorted(float(c.val_loss[-1]) for c in curves)[5]
+    for setting in ("default", "optuna tpe + sha"):
+        full, short = replay(curves, setting, 0), replay(curves, setting, 0, target)
+        assert short.cost_to_target(target) is not None
+        assert short.cost_to_target(target) == full.cost_to_target(target), setting
+        ran = (
+            (len({e.config_id for e in run.epochs}) for run in (full, short))
+            if setting == "default"
+            else (len(run.trials) for run in (full, short))
+        )
+        n_full, n_short = ran
+        assert n_short < n_full / 2, (setting, n_short, n_full)
 
 
 def test_slow_starters_tables_are_seeded_and_their_early_ranks_point_the_wrong_way() -> None:
@@ -971,8 +995,9 @@ def test_slow_starters_refuses_bad_counts() -> None:
         text=True,
         timeout=120,
     )
-    assert done.returncode == 2 and "--tables and --seeds: must be at least 1" in done.stderr
+    assert done.returncode == 2 and "--seeds: must be at least 1, got 0" in done.stderr
     for argv, says in (
+        (["--jobs", "0"], "--jobs: must be at least 1, got 0"),
         (["--kinds", "slow,fast"], "--kinds: unknown 'fast'"),
         (["--settings", "default,stoper only"], "--settings: unknown 'stoper only'"),
     ):
