@@ -393,6 +393,7 @@ _NUMBERED: dict[str, tuple[str, str]] = {
     "@": ("longest_min", _WHOLE),
     "~": ("weak_rank_tau", _REAL),
     "^": ("misrank_tau", _REAL),
+    "+": ("weak_rank_fit", _WHOLE),
 }
 
 
@@ -517,7 +518,9 @@ def parse_variant(method: str) -> tuple[str, dict[str, Any]]:
     reach the second in an order whose Kendall τ with their first-rung order is below θ (at
     least ``S`` of them), the GP fits only the trials that ran as long as the ``S``-th longest
     that ended (``AsyncHyperband(weak_rank_tau=θ)``, read through ``searcher_min_epochs``): ``@``
-    where the first rung's ranks are shown weak, every trial where they hold.
+    where the first rung's ranks are shown weak, every trial where they hold. ``+<n>`` (with
+    ``~``): the n longest in place of ``S`` (``AsyncHyperband(weak_rank_fit=n)``; BOHB's d + 1 is 8
+    on LCBench's 7 hyperparameters).
     ``^<θ>`` (any costtune-hb method, with ``J``): the brackets open once the first rung's kept
     trials reach the second with Kendall's τ ≤ θ (``AsyncHyperband(misrank_tau=θ)``; 0, the
     default, is ``S``'s rule: no more pairs in order than reversed).

@@ -170,6 +170,8 @@ def test_lcbench_table_pairs_runs_by_task_and_seed() -> None:
     spec = parse_variant("costtune-hb-rel-tpe:r0.3sGCW10i5JVj@6~0.3^0.5")[1]
     assert (spec["longest_min"], spec["weak_rank_tau"], spec["misrank_tau"]) == (6, 0.3, 0.5)
     assert spec["warmup_trials"] == 10 and spec["hedge"]
+    # and the n longest that fit (+n, a regex quantifier, read as a letter)
+    assert parse_variant("costtune-hb-rel-tpe:r0.3sGCW10i5JVj~0.3+8")[1]["weak_rank_fit"] == 8
     with pytest.raises(ValueError, match="unknown variant"):
         parse_variant("costtune-hb-rel-tpe:r0.3sGCW10i5JVj^")
     inf = math.inf

@@ -183,6 +183,8 @@ class AsyncHyperband:
             and dearer in 8 of 102 (fresh tables: 9 and 5 of 36; crossing curves 1 and 1), one
             more success; on LCBench's dev tasks it changes 7–8 of 160 runs, mostly dearer, and
             loses 2–3 successes of 160, in the runs already far above the floor.
+        weak_rank_fit: n, the trials ``weak_rank_tau``'s fit keeps (the n longest; ``None``:
+            ``misrank_min``). BOHB keeps at least d + 1 for d hyperparameters; a prototype.
         misrank_tau: θ (default 0): the brackets open once the kept trials' τ ≤ θ, not only
             ≤ 0 (a prototype: at 0.3 and 0.5 it changed 1 of 18 crossing runs and 2–10 of 320
             LCBench run-targets; stop 44).
@@ -210,6 +212,7 @@ class AsyncHyperband:
     switched_at: int | None = None
     #: nor the searcher's fit on the longest runs where the first rung's order barely holds (off)
     weak_rank_tau: float | None = None
+    weak_rank_fit: int | None = None
     #: nor judged any bracket's trials but the hedge's against the first rung (a resumed older run
     #: switches as it would have; the default for a new policy is True since stop 42)
     judge_every_bracket: bool = False
@@ -232,6 +235,7 @@ class AsyncHyperband:
         judge_every_bracket: bool = True,
         weak_rank_tau: float | None = None,
         misrank_tau: float = 0.0,
+        weak_rank_fit: int | None = None,
     ) -> None:
         validate_geometry(grace_epochs, eta, max_epochs)
         ranks_read = escalate and misrank_min is not None
@@ -241,6 +245,11 @@ class AsyncHyperband:
                 f"got {weak_rank_tau!r}"
             )
         self.weak_rank_tau = None if weak_rank_tau is None else float(weak_rank_tau)
+        if weak_rank_fit is not None and (
+            isinstance(weak_rank_fit, bool) or not isinstance(weak_rank_fit, int) or weak_rank_fit < 1
+        ):
+            raise ConfigError(f"scheduler.weak_rank_fit: a whole number >= 1, got {weak_rank_fit!r}")
+        self.weak_rank_fit = weak_rank_fit
         if not -1 <= misrank_tau < 1:
             raise ConfigError(f"scheduler.misrank_tau: a Kendall τ in [-1, 1), got {misrank_tau!r}")
         self.misrank_tau = float(misrank_tau)
@@ -438,16 +447,19 @@ class AsyncHyperband:
         ``max_epochs`` once the hedge has switched (the rungs shown to prune what ends best, the
         losses they stopped trials at mislead a model of the final loss as much); with
         ``weak_rank_tau``, while the first rung's order barely holds (:meth:`ranks_weak`), the
-        epochs of the ``misrank_min``-th longest of the ended trials (BOHB's model on the largest
-        budget with enough observations: the losses the first rung stopped trials at no longer
-        shape the model once that many ran longer); else ``None`` (every trial). Read by the
-        sweep's searcher wrapper and the replay's pool at every end
+        epochs of the ``weak_rank_fit``-th (else ``misrank_min``-th) longest of the ended trials
+        (BOHB's model on the largest budget with enough observations: the losses the first rung
+        stopped trials at no longer shape the model once that many ran longer); else ``None``
+        (every trial). Read by the sweep's searcher wrapper and the replay's pool at every end
         (``CpuGPSampler.forget_below``; ``None`` fits every trial again)."""
         if self.switched:
             return self.max_epochs
         if self.ranks_weak():
             ended = (t.epochs for t in self.trials.values() if t.stop_reason is not None)
-            floor = nth_longest(ended, self.misrank_min or MISRANK_MIN)
+            n = (
+                getattr(self, "weak_rank_fit", None) or self.misrank_min or MISRANK_MIN
+            )  # absent: older pickle
+            floor = nth_longest(ended, n)
             if floor is not None and floor > self.rungs_by_bracket[0][0]:
                 return floor
         return None

@@ -733,6 +733,16 @@ def test_where_the_first_rungs_order_barely_holds_the_searcher_fits_the_longest_
     off = AsyncHyperband(**kwargs)
     sweep(off, reversed_order=True)
     assert not off.ranks_weak() and off.searcher_min_epochs() is None
+    # weak_rank_fit n in place of misrank_min: the longest alone; more than have ended, every trial
+    longest = AsyncHyperband(**kwargs, weak_rank_tau=0.5, weak_rank_fit=1)
+    sweep(longest, reversed_order=True)
+    assert longest.searcher_min_epochs() == 6
+    many = AsyncHyperband(**kwargs, weak_rank_tau=0.5, weak_rank_fit=7)
+    sweep(many, reversed_order=True)
+    assert many.ranks_weak() and many.searcher_min_epochs() is None
+    for fit in (0, 2.5, True):
+        with pytest.raises(ConfigError, match=r"^scheduler\.weak_rank_fit: a whole number >= 1"):
+            AsyncHyperband(**kwargs, weak_rank_tau=0.5, weak_rank_fit=fit)  # type: ignore[arg-type]
     for bad in ({"escalate": False}, {"misrank_min": None}, {"weak_rank_tau": 1.5}):
         with pytest.raises(ConfigError, match=r"^scheduler\.weak_rank_tau: a Kendall τ in \[-1, 1\]"):
             AsyncHyperband(**{**kwargs, "weak_rank_tau": 0.5, **bad})
