@@ -184,7 +184,9 @@ class AsyncHyperband:
             more success; on LCBench's dev tasks it changes 7–8 of 160 runs, mostly dearer, and
             loses 2–3 successes of 160, in the runs already far above the floor.
         weak_rank_fit: n, the trials ``weak_rank_tau``'s fit keeps (the n longest; ``None``:
-            ``misrank_min``). BOHB keeps at least d + 1 for d hyperparameters; a prototype.
+            ``misrank_min``). BOHB keeps at least d + 1 for d hyperparameters; a prototype: at
+            n = 8 on LCBench's 7 it was dearer in all 6 dev runs it changed and lost 2 of 160
+            (``benchmarks/RESULTS.md``, stop 45).
         misrank_tau: θ (default 0): the brackets open once the kept trials' τ ≤ θ, not only
             ≤ 0 (a prototype: at 0.3 and 0.5 it changed 1 of 18 crossing runs and 2–10 of 320
             LCBench run-targets; stop 44).
