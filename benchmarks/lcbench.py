@@ -394,6 +394,7 @@ _NUMBERED: dict[str, tuple[str, str]] = {
     "~": ("weak_rank_tau", _REAL),
     "^": ("misrank_tau", _REAL),
     "+": ("weak_rank_fit", _WHOLE),
+    "%": ("model_check", _REAL),
 }
 
 
@@ -514,6 +515,9 @@ def parse_variant(method: str) -> tuple[str, dict[str, Any]]:
     observations; with the rungs' ties, a rung's epochs): once n trials passed the second rung,
     the losses trials were stopped at by the first no longer shape the process
     (``CpuGPSampler(longest_min=n)``); n at least the start-up trials (``i``).
+    ``%<θ>`` (with ``G``): an ask whose process ranks its own trials, left out one at a time,
+    with a Spearman correlation below θ takes univariate TPE's proposal instead
+    (``CpuGPSampler(model_check=θ)``).
     ``~<θ>`` (any costtune-hb method, with ``J``; with ``G``): while the first rung's kept trials
     reach the second in an order whose Kendall τ with their first-rung order is below θ (at
     least ``S`` of them), the GP fits only the trials that ran as long as the ``S``-th longest
@@ -597,6 +601,7 @@ def run_tpe_loop(
     forget_misled: bool = True,
     fidelity: bool = False,
     longest_min: int | None = None,
+    model_check: float | None = None,
 ) -> Trace:
     """A costtune policy on the simulator with Optuna's TPE asked and told in the loop.
 
@@ -622,6 +627,7 @@ def run_tpe_loop(
             believer=believer,
             fidelity_epochs=MAX_EPOCHS if fidelity else None,
             longest_min=longest_min,
+            model_check=model_check,
         )
         if gp
         else optuna.samplers.TPESampler(seed=seed, multivariate=multivariate, constant_liar=constant_liar),
@@ -1230,6 +1236,7 @@ def run_method(task: Task, seed: int, method: str) -> Trace:
         "forget_misled": bool(kwargs.pop("forget_misled", 1)),
         "fidelity": bool(kwargs.pop("fidelity", 0)),
         "longest_min": kwargs.pop("longest_min", None),
+        "model_check": kwargs.pop("model_check", None),
     }
     if base == "grid":
         return task.grid_trace

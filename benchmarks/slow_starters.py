@@ -51,6 +51,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from paired import geo_mean, sign_test
 
 from costtune.analysis import MOVED_SHARE
+from costtune.config import MODEL_CHECK_DEFAULT
 from costtune.curves import Curve
 from costtune.policy import AsyncHyperband, Decision, MarginalRoiStopping, StoppingRule, auto_warmup_trials
 from costtune.policy.hyperband import HEDGE_DEFAULT, MISRANK_MIN, RUNG_CHECKS_DEFAULT
@@ -102,7 +103,8 @@ def table(kind: str, seed: int) -> list[Curve]:
 #: until stop 42; ``every bracket judged``, the default since, spelt out); stop 44's prototypes:
 #: the GP on its n longest runs (``longest runs n``), that only while the first rung's kept trials
 #: hold their order with Kendall's τ below θ (``weak ranks θ``), the brackets opened at τ ≤ θ
-#: (``open below θ``), and both (``open and fit below θ``)
+#: (``open below θ``), and both (``open and fit below θ``); stop 46: the GP's leave-one-out check
+#: at another θ (``model check θ``) or off (``no model check``; the default until stop 46)
 SETTINGS = (
     "default",
     "--no-escalate",
@@ -121,6 +123,8 @@ SETTINGS = (
     "every bracket judged",
     "full runs judged",
     "default with tpe",
+    "model check 0.4",
+    "no model check",
     "optuna tpe + sha",
     "gp over epochs",
     "--warmup-trials 0",
@@ -409,6 +413,12 @@ def replay(curves: list[Curve], setting: str, seed: int, target: float | None = 
             seed=seed,
             fidelity_epochs=EPOCHS if setting == "gp over epochs" else None,
             longest_min=int(setting.split()[-1]) if setting.startswith("longest runs") else None,
+            # the sweep's default (searcher.model_check), another θ, or none
+            model_check=float(setting.split()[-1])
+            if setting.startswith("model check")
+            else None
+            if setting == "no model check"
+            else MODEL_CHECK_DEFAULT,
         )
     )
     # as costtune replay's: the GP forgets misleading rungs once switched (the prototypes' wrappers: no)

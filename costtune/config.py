@@ -130,6 +130,9 @@ class ParamSpec(_Strict):
 
 #: costtune.gp.FAST_ASK_FROM, written here so that reading a config imports no torch
 FAST_ASK_FROM_DEFAULT = 200
+#: searcher.model_check's default: the gp hands an ask to TPE where its leave-one-out ranking
+#: of 20 or more trials falls below this Spearman correlation (benchmarks/RESULTS.md, stop 46)
+MODEL_CHECK_DEFAULT: float | None = 0.4
 
 
 class SearcherConfig(_Strict):
@@ -164,6 +167,15 @@ class SearcherConfig(_Strict):
         "what a configuration would reach at max_epochs, so a trial the rungs stopped early says what it "
         "says of its configuration at that epoch, and the process learns how far that carries",
     )
+    model_check: float | None = Field(
+        MODEL_CHECK_DEFAULT,
+        ge=-1.0,
+        le=1.0,
+        description="gp only: once the process has 20 or more trials, an ask where its leave-one-out "
+        "predictions rank them with a Spearman correlation below this takes univariate TPE's proposal "
+        "instead (the process has found nothing it can predict, as when early losses are set by each "
+        "trial's own pace); null: never",
+    )
 
     @model_validator(mode="after")
     def _transform_needs_gp(self) -> SearcherConfig:
@@ -176,6 +188,10 @@ class SearcherConfig(_Strict):
         if self.over_epochs and self.type != "gp":
             raise ValueError(
                 f"searcher.over_epochs: only the gp searcher models epochs, got type {self.type}"
+            )
+        if self.model_check != MODEL_CHECK_DEFAULT and self.type != "gp":
+            raise ValueError(
+                f"searcher.model_check: only the gp searcher checks its model, got type {self.type}"
             )
         if self.fast_ask_from != FAST_ASK_FROM_DEFAULT and self.type != "gp":
             raise ValueError(

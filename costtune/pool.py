@@ -25,6 +25,7 @@ from typing import Any
 
 import numpy as np
 
+from costtune.config import MODEL_CHECK_DEFAULT
 from costtune.curves import Curve
 from costtune.errors import ConfigError
 
@@ -204,6 +205,10 @@ class GpPool(SamplerPool):
             run) (``CpuGPSampler(fidelity_epochs=...)``); None: over the configuration alone.
         longest_min: the process fits the trials that ran as long as the n-th longest
             (``CpuGPSampler(longest_min=n)``); None: every trial.
+        model_check: θ: TPE proposes whenever the process's leave-one-out ranking of its
+            trials falls below θ (``CpuGPSampler(model_check=θ)``; a sweep's
+            ``searcher.model_check``, by default :data:`costtune.config.MODEL_CHECK_DEFAULT`);
+            None: never.
     """
 
     def __init__(
@@ -214,6 +219,7 @@ class GpPool(SamplerPool):
         value_transform: str | None = "clip",
         fidelity_epochs: int | None = None,
         longest_min: int | None = None,
+        model_check: float | None = MODEL_CHECK_DEFAULT,
     ) -> None:
         from costtune.search import GP_STARTUP_TRIALS, gp_sampler
 
@@ -224,5 +230,6 @@ class GpPool(SamplerPool):
             value_transform=value_transform,
             fidelity_epochs=fidelity_epochs,
             longest_min=longest_min,
+            model_check=model_check,
         )
         super().__init__(curves, sampler)

@@ -54,6 +54,7 @@ def gp_sampler(
     believer: bool = True,
     fidelity_epochs: int | None = None,
     longest_min: int | None = None,
+    model_check: float | None = None,
 ) -> Any:
     """Optuna's ``GPSampler``, asked the same and answering the same, without its per-ask
     ``torch.device("cpu")`` mode where torch's default device is the CPU already
@@ -66,6 +67,7 @@ def gp_sampler(
         believer=believer,
         fidelity_epochs=fidelity_epochs,
         longest_min=longest_min,
+        model_check=model_check,
         seed=seed,
         n_startup_trials=n_startup_trials,
         cost_exponent=cost_exponent,
@@ -107,6 +109,7 @@ def make_searcher(
             value_transform=None if config.value_transform == "none" else config.value_transform,
             fast_from=config.fast_ask_from,
             fidelity_epochs=max_epochs if config.over_epochs and (max_epochs or 0) >= 2 else None,
+            model_check=config.model_check,
         )
         return OptunaSearch(metric=metric, mode=mode, sampler=gp, points_to_evaluate=points)
     if config.type == "optuna":

@@ -172,6 +172,8 @@ def test_lcbench_table_pairs_runs_by_task_and_seed() -> None:
     assert spec["warmup_trials"] == 10 and spec["hedge"]
     # and the n longest that fit (+n, a regex quantifier, read as a letter)
     assert parse_variant("costtune-hb-rel-tpe:r0.3sGCW10i5JVj~0.3+8")[1]["weak_rank_fit"] == 8
+    # stop 46: TPE proposes where the GP's leave-one-out ranking falls below θ (%θ)
+    assert parse_variant("costtune-hb-rel-tpe:r0.3sGCW10i5JVj%0.4")[1]["model_check"] == 0.4
     with pytest.raises(ValueError, match="unknown variant"):
         parse_variant("costtune-hb-rel-tpe:r0.3sGCW10i5JVj^")
     inf = math.inf

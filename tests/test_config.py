@@ -45,6 +45,8 @@ def test_defaults_are_the_documented_ones() -> None:
     assert config.searcher.fast_ask_from == gp.FAST_ASK_FROM  # the sampler's, kept in one value
     # a saved config holds every field: the default read back beside another searcher is fine
     assert SearcherConfig(type="optuna", value_transform="clip").type == "optuna"
+    assert config.searcher.model_check == 0.4  # TPE proposes where the GP cannot rank its trials
+    assert SearcherConfig(type="optuna", model_check=0.4).type == "optuna"
 
 
 @pytest.mark.parametrize(
@@ -76,6 +78,14 @@ def test_defaults_are_the_documented_ones() -> None:
         (
             {"searcher": {"type": "optuna", "over_epochs": True}},
             "searcher.over_epochs: only the gp searcher models epochs, got type optuna",
+        ),
+        (
+            {"searcher": {"type": "gp", "model_check": 1.5}},
+            "searcher.model_check: input should be less than or equal to 1, got 1.5",
+        ),
+        (
+            {"searcher": {"type": "optuna", "model_check": 0.2}},
+            "searcher.model_check: only the gp searcher checks its model, got type optuna",
         ),
         (
             {"searcher": {"type": "gp", "over_epochs": "sometimes"}},

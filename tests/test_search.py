@@ -45,7 +45,7 @@ def test_the_sweeps_tpe_is_the_one_the_benchmark_figures_were_measured_with() ->
 
 def test_the_sweeps_gp_is_the_one_the_benchmark_default_was_measured_with() -> None:
     """The default searcher is the GP with 5 random start-up trials and clipped values: the
-    settings of benchmarks/lcbench.py's default row (``costtune-hb-rel-tpe:r0.3sGCW10i5J``), or
+    settings of benchmarks/lcbench.py's default row (``costtune-hb-rel-tpe:r0.3sGCW10i5JVj%0.4``), or
     its figures say nothing about what a sweep runs. A config's own count still wins."""
     import sys
     from pathlib import Path
@@ -58,9 +58,12 @@ def test_the_sweeps_gp_is_the_one_the_benchmark_default_was_measured_with() -> N
 
     sampler = make_searcher(SearcherConfig(), "loss", "min", seed=3)._sampler
     assert isinstance(sampler, CpuGPSampler) and sampler._value_transform == "clip"
-    _, variant = parse_variant("costtune-hb-rel-tpe:r0.3sGCW10i5J")
+    _, variant = parse_variant("costtune-hb-rel-tpe:r0.3sGCW10i5JVj%0.4")
     assert sampler._n_startup_trials == GP_STARTUP_TRIALS == variant["n_startup"] == 5
     assert variant["gp"] and variant["value_transform"] == "clip"
+    assert sampler._model_check == variant["model_check"] == 0.4  # stop 46
+    none = make_searcher(SearcherConfig(model_check=None), "loss", "min", seed=3)._sampler
+    assert none._model_check is None and none._fallback is None
     told = make_searcher(SearcherConfig(n_startup_trials=12), "loss", "min", seed=3)._sampler
     assert told._n_startup_trials == 12
 
@@ -875,3 +878,98 @@ def test_a_sweeps_gp_over_epochs_models_the_epochs_its_trials_ran() -> None:
     assert len(sampler._gprs_cache_list[0].inverse_squared_lengthscales) == len(SPACE) + 1
     with pytest.raises(ValueError, match="searcher.over_epochs: only the gp searcher"):
         SearcherConfig(type="optuna", over_epochs=True)
+
+
+def _study_on(objective, sampler, n: int = 24) -> optuna.Study:
+    dists = {
+        "x": optuna.distributions.FloatDistribution(0, 1),
+        "y": optuna.distributions.FloatDistribution(0, 1),
+    }
+    study = optuna.create_study(sampler=sampler)
+    for _ in range(n):
+        trial = study.ask(dists)
+        study.tell(trial, objective(trial.params["x"], trial.params["y"], trial.number))
+    return study
+
+
+def _smooth(x: float, y: float, number: int) -> float:
+    return (x - 0.3) ** 2 + (y - 0.6) ** 2
+
+
+def _noise(x: float, y: float, number: int) -> float:
+    """A value no hyperparameter explains: each trial's own, drawn from its number."""
+    return float(np.random.default_rng(number).normal())
+
+
+def test_the_gps_leave_one_out_check_reads_whether_it_ranks_trials_it_was_not_shown() -> None:
+    """``loo_spearman``, judged once the process holds ``MODEL_CHECK_MIN_TRIALS`` (20) trials: on a
+    smooth objective its leave-one-out predictions rank the trials it fitted (none below 0.6; as it
+    closes in on the optimum, the trials it packs there are harder to rank); on values no
+    hyperparameter explains, they do not (median of the last 10 checks, at 30–39 trials, below
+    0.3). ``model_check=-1`` records the checks and never falls back."""
+    from costtune.gp import MODEL_CHECK_MIN_TRIALS
+
+    for seed in range(3):
+        smooth = gp_sampler(seed, n_startup_trials=5, model_check=-1.0)
+        _study_on(_smooth, smooth, n=40)
+        noise = gp_sampler(seed, n_startup_trials=5, model_check=-1.0)
+        _study_on(_noise, noise, n=40)
+        assert len(smooth.checks) == len(noise.checks) == 40 - MODEL_CHECK_MIN_TRIALS  # from trial 20 on
+        assert min(smooth.checks) >= 0.6
+        assert float(np.median(noise.checks[-10:])) < 0.3
+        assert not smooth._fell_back and not noise._fell_back
+
+
+def test_where_the_gp_cannot_rank_its_own_trials_tpe_proposes() -> None:
+    """``model_check=θ``: an ask whose leave-one-out check falls below θ discards the process's
+    proposal and takes univariate TPE's (Optuna's ``TPESampler`` over the same trials). A check
+    that never fails (θ = −1) leaves the proposals the plain process's, trial for trial; on
+    noise, TPE proposes some, seeded: the same seed gives the same trials."""
+    for seed in range(2):
+        plain = _study_on(_smooth, gp_sampler(seed, n_startup_trials=5))
+        checked_sampler = gp_sampler(seed, n_startup_trials=5, model_check=-1.0)
+        checked = _study_on(_smooth, checked_sampler)
+        assert not checked_sampler._fell_back and len(checked_sampler.checks) == 4  # trials 20-23
+        assert [t.params for t in plain.trials] == [t.params for t in checked.trials]
+    runs = []
+    for _ in range(2):
+        sampler = gp_sampler(0, n_startup_trials=5, model_check=0.4)
+        study = _study_on(_noise, sampler, n=40)
+        runs.append([t.params for t in study.trials])
+        assert sampler._fell_back and min(sampler._fell_back) >= 20  # never below 20 trials
+        key = optuna.samplers._gp.sampler._RELATIVE_PARAMS_KEY
+        for t in study.trials:  # a discarded proposal is not shared with other processes
+            assert any(k.startswith(key) for k in t.system_attrs) == (
+                t.number >= 5 and t.number not in sampler._fell_back
+            )
+    assert runs[0] == runs[1]
+    plain_noise = _study_on(_noise, gp_sampler(0, n_startup_trials=5), n=40)
+    assert [t.params for t in plain_noise.trials] != runs[0]
+
+
+@pytest.mark.parametrize("bad", [1.5, -2.0])
+def test_the_gps_model_check_is_a_correlation(bad) -> None:
+    with pytest.raises(ValueError, match=r"model_check: a Spearman correlation in \[-1, 1\], got"):
+        gp_sampler(0, model_check=bad)
+
+
+def test_a_sweeps_gp_searcher_hands_an_ask_to_tpe_where_it_cannot_rank_its_trials() -> None:
+    """Through Ray Tune's OptunaSearch, as a sweep runs it (``searcher.model_check``, 0.4 by
+    default): on losses no hyperparameter explains, past 20 trials some asks go to TPE, and the
+    same seed gives the same proposals; the searcher still pickles (Tune checkpoints it)."""
+    import pickle
+
+    def run(seed: int) -> tuple[list[dict], set[int]]:
+        searcher = make_searcher(SearcherConfig(), "val_loss", "min", seed)
+        assert searcher.set_search_properties("val_loss", "min", build_search_space(SPACE))
+        seen = []
+        for i in range(40):
+            config = searcher.suggest(f"t{i}")
+            searcher.on_trial_complete(f"t{i}", result={"val_loss": _noise(0, 0, i)})
+            seen.append(config)
+        pickle.loads(pickle.dumps(searcher))
+        return seen, set(searcher._sampler._fell_back)
+
+    first, fell_back = run(5)
+    assert fell_back and min(fell_back) >= 20
+    assert run(5) == (first, fell_back)
