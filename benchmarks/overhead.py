@@ -229,22 +229,26 @@ def latency_table() -> None:
         print(f"{n:>8,} trials: {pareto_check_ms(n):.2f} ms per check")
 
 
-def searcher_latency(kind: str, trials: int, asks: int = 10, running: int = 0) -> tuple[float, float]:
+def searcher_latency(kind: str, trials: int, asks: int = 10, running: int = 0) -> tuple[float, float, float]:
     """Median and p99 seconds of one ask (a proposal for all seven LCBench parameters) by
     costtune's searchers, with ``trials`` told trials behind it (a smooth synthetic loss) and
     ``running`` asked but not yet told (as with ``running`` + 1 asynchronous workers: each ask
-    is timed with that many running, then the oldest running trial is told)."""
+    is timed with that many running, then the oldest running trial is told). The GP runs with
+    a sweep's default ``model_check``; ``gp-noise`` is the default GP told losses no
+    hyperparameter explains, so that its check hands the asks to TPE; the third value is the
+    share of the timed asks TPE answered."""
     import math
     import random
 
     import optuna
 
+    from costtune.config import MODEL_CHECK_DEFAULT
     from costtune.search import gp_sampler
 
     optuna.logging.set_verbosity(optuna.logging.WARNING)
-    fast_from = {"gp": None, "gp-optuna": 10**9, "gp-fast": 0}
+    fast_from = {"gp": None, "gp-optuna": 10**9, "gp-fast": 0, "gp-noise": None}
     sampler = (
-        gp_sampler(0, fast_from=fast_from[kind])
+        gp_sampler(0, fast_from=fast_from[kind], model_check=MODEL_CHECK_DEFAULT)
         if kind in fast_from
         else optuna.samplers.TPESampler(seed=0, multivariate=False)
     )
@@ -259,7 +263,11 @@ def searcher_latency(kind: str, trials: int, asks: int = 10, running: int = 0) -
         "max_dropout": optuna.distributions.FloatDistribution(0.0, 1.0),
     }
 
+    noise = random.Random(1)
+
     def loss(p: dict) -> float:
+        if kind == "gp-noise":
+            return noise.gauss(0.0, 1.0)
         return (
             (math.log10(p["learning_rate"]) + 2) ** 2
             + 0.1 * abs(p["num_layers"] - 3)
@@ -291,17 +299,19 @@ def searcher_latency(kind: str, trials: int, asks: int = 10, running: int = 0) -
         trial = pending.pop(0)
         study.tell(trial, loss(trial.params))
     took.sort()
-    return statistics.median(took), took[min(len(took) - 1, round(0.99 * (len(took) - 1)))]
+    to_tpe = len(getattr(sampler, "_fell_back", ())) / asks
+    return statistics.median(took), took[min(len(took) - 1, round(0.99 * (len(took) - 1)))], to_tpe
 
 
 def searcher_table() -> None:
     print("\nsearcher: seconds to propose one configuration (LCBench's 7 parameters), n trials told")
-    print(f"{'searcher':>44}{'trials':>8}{'running':>9}{'median s':>10}{'p99 s':>9}")
+    print(f"{'searcher':>44}{'trials':>8}{'running':>9}{'median s':>10}{'p99 s':>9}{'to TPE':>8}")
     names = {
         "optuna": "univariate TPE",
         "gp": "GP (default: fast ask past 200 trials)",
         "gp-optuna": "GP, Optuna's acquisition search throughout",
         "gp-fast": "GP, fast ask from the start",
+        "gp-noise": "GP on noise: its check hands asks to TPE",
     }
     for kind, n, asks, running in (
         ("optuna", 100, 50, 0),
@@ -311,9 +321,10 @@ def searcher_table() -> None:
         ("gp", 1_000, 200, 7),  # 8 asynchronous workers: 7 trials running at each ask
         ("gp-optuna", 1_000, 10, 0),
         ("gp-fast", 100, 200, 0),
+        ("gp-noise", 1_000, 200, 0),
     ):
-        median, p99 = searcher_latency(kind, n, asks, running)
-        print(f"{names[kind]:>44}{n:>8,}{running:>9}{median:>10.4f}{p99:>9.4f}")
+        median, p99, to_tpe = searcher_latency(kind, n, asks, running)
+        print(f"{names[kind]:>44}{n:>8,}{running:>9}{median:>10.4f}{p99:>9.4f}{to_tpe:>8.0%}")
 
 
 def main() -> None:
