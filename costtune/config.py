@@ -189,7 +189,7 @@ class SearcherConfig(_Strict):
             raise ValueError(
                 f"searcher.over_epochs: only the gp searcher models epochs, got type {self.type}"
             )
-        if self.model_check != MODEL_CHECK_DEFAULT and self.type != "gp":
+        if self.model_check not in (None, MODEL_CHECK_DEFAULT) and self.type != "gp":  # null: no check
             raise ValueError(
                 f"searcher.model_check: only the gp searcher checks its model, got type {self.type}"
             )

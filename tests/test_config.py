@@ -47,6 +47,7 @@ def test_defaults_are_the_documented_ones() -> None:
     assert SearcherConfig(type="optuna", value_transform="clip").type == "optuna"
     assert config.searcher.model_check == 0.4  # TPE proposes where the GP cannot rank its trials
     assert SearcherConfig(type="optuna", model_check=0.4).type == "optuna"
+    assert SearcherConfig(type="optuna", model_check=None).model_check is None  # "no check" fits any
 
 
 @pytest.mark.parametrize(
