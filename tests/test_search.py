@@ -973,3 +973,120 @@ def test_a_sweeps_gp_searcher_hands_an_ask_to_tpe_where_it_cannot_rank_its_trial
     first, fell_back = run(5)
     assert fell_back and min(fell_back) >= 20
     assert run(5) == (first, fell_back)
+
+
+_TPE_SPACE = {
+    "lr": optuna.distributions.FloatDistribution(1e-4, 1e-1, log=True),
+    "momentum": optuna.distributions.FloatDistribution(0.1, 0.99),
+    "wd": optuna.distributions.FloatDistribution(0.0, 0.1, step=0.01),
+    "batch": optuna.distributions.IntDistribution(16, 512, log=True),
+    "layers": optuna.distributions.IntDistribution(1, 5),
+    "opt": optuna.distributions.CategoricalDistribution(["sgd", "adam", "rms"]),
+}
+
+
+def _tpe_loss(p: dict) -> float:
+    return (np.log10(p["lr"]) + 2) ** 2 + (p["momentum"] - 0.9) ** 2 + 0.3 * (p["opt"] == "adam") + p["wd"]
+
+
+def _tpe_study(sampler, n: int) -> optuna.Study:
+    """``n`` random trials, every fifth pruned with an intermediate value (TPE ranks those
+    after the completed ones), then told to ``sampler``'s study."""
+    study = optuna.create_study(sampler=sampler)
+    draw = np.random.default_rng(n)
+    for i in range(n):
+        params = {}
+        for name, d in _TPE_SPACE.items():
+            if isinstance(d, optuna.distributions.CategoricalDistribution):
+                params[name] = d.choices[int(draw.integers(len(d.choices)))]
+            elif isinstance(d, optuna.distributions.IntDistribution):
+                params[name] = int(draw.integers(d.low, d.high + 1))
+            else:
+                params[name] = (
+                    float(d.low + (d.high - d.low) * draw.random())
+                    if not d.log
+                    else float(np.exp(draw.uniform(np.log(d.low), np.log(d.high))))
+                )
+        params["wd"] = round(params["wd"], 2)
+        if i % 5 == 4:
+            pruned = optuna.trial.TrialState.PRUNED
+            study.add_trial(
+                optuna.trial.create_trial(
+                    params=params,
+                    distributions=_TPE_SPACE,
+                    state=pruned,
+                    intermediate_values={3: _tpe_loss(params)},
+                )
+            )
+        else:
+            study.add_trial(
+                optuna.trial.create_trial(params=params, distributions=_TPE_SPACE, value=_tpe_loss(params))
+            )
+    return study
+
+
+def _same_proposal(a: dict, b: dict) -> bool:
+    return a.keys() == b.keys() and all(
+        a[k] == b[k] if isinstance(a[k], str) else np.isclose(a[k], b[k], rtol=1e-9, atol=0) for k in a
+    )
+
+
+@pytest.mark.parametrize("n", [12, 40, 300])
+def test_the_quick_tpe_proposes_what_optunas_univariate_tpe_does(n) -> None:
+    """The model check's fallback, :class:`~costtune.gp.QuickTPESampler`, is Optuna's univariate
+    TPE at its defaults (constant liar included) computed in fewer passes: from the same trials
+    and seed it proposes the same configurations to rounding, over float, log, stepped, int and
+    categorical parameters, pruned trials, asks left running and asks told, below and past the
+    25 trials where Optuna's weights start to ramp."""
+    from costtune.gp import QuickTPESampler
+
+    studies = [
+        _tpe_study(optuna.samplers.TPESampler(seed=7, multivariate=False), n),
+        _tpe_study(QuickTPESampler(seed=7), n),
+    ]
+    proposals: list[list[dict]] = [[], []]
+    for k in range(8):
+        for study, seen in zip(studies, proposals, strict=True):
+            trial = study.ask(_TPE_SPACE)
+            seen.append(trial.params)
+            if k % 2:  # every other ask stays running: the constant liar counts it among the rest
+                study.tell(trial, _tpe_loss(trial.params))
+    assert all(_same_proposal(a, b) for a, b in zip(*proposals, strict=True)), (
+        proposals[0][:2],
+        proposals[1][:2],
+    )
+    assert len({p["lr"] for p in proposals[1]}) == 8
+    quick = studies[1].sampler
+    assert (
+        quick._split is not None and len(quick._numeric) == n + 3
+    )  # its own path ran: the trials told before its last ask
+
+
+def test_the_quick_tpe_pickles_and_resumes_with_the_same_proposals() -> None:
+    """Ray Tune checkpoints the searcher: a pickled QuickTPESampler (its per-ask memory left
+    behind) proposes from the restored study what the original proposes."""
+    import pickle
+
+    from costtune.gp import QuickTPESampler
+
+    study = _tpe_study(QuickTPESampler(seed=2), 60)
+    study.ask(_TPE_SPACE)  # fills the per-ask memory
+    copy = pickle.loads(pickle.dumps(study))
+    assert copy.sampler._split is None and copy.sampler._numeric == {}
+    first, second = study.ask(_TPE_SPACE).params, copy.ask(_TPE_SPACE).params
+    assert _same_proposal(first, second)
+
+
+def test_a_failed_model_check_skips_the_gps_acquisition_search(monkeypatch) -> None:
+    """Where the check hands the ask to TPE, the GP's proposal would be discarded, so it is not
+    searched for: on noise, the fast ask's search runs once per ask the check passes."""
+    import costtune.gp as gp_module
+    from costtune.gp import MODEL_CHECK_MIN_TRIALS
+
+    searched = []
+    search = gp_module.fast_optimize
+    monkeypatch.setattr(gp_module, "fast_optimize", lambda *a, **k: searched.append(1) or search(*a, **k))
+    sampler = gp_sampler(0, n_startup_trials=5, fast_from=0, model_check=0.4)
+    _study_on(_noise, sampler, n=40)
+    assert sampler._fell_back and len(sampler.checks) == 40 - MODEL_CHECK_MIN_TRIALS
+    assert len(searched) == 40 - 5 - len(sampler._fell_back)
