@@ -396,17 +396,24 @@ def _spearman(a: np.ndarray, b: np.ndarray) -> float:
 
 
 #: the Optuna internals :class:`QuickTPESampler` reads; without them it is Optuna's TPE
-_TPE_INTERNALS = all(hasattr(_tpe_module, name) for name in ("_split_trials", "default_gamma")) and all(
-    hasattr(optuna.samplers.TPESampler, name)
-    for name in (
-        "_sample",
-        "_get_internal_repr",
-        "_build_parzen_estimator",
-        "_compute_acquisition_func",
-        "_compare",
+_TPE_INTERNALS = (
+    all(hasattr(_tpe_module, name) for name in ("_split_trials", "default_gamma"))
+    and all(hasattr(_truncnorm, name) for name in ("_log_ndtr", "_ndtr"))
+    and all(
+        hasattr(optuna.samplers.TPESampler, name)
+        for name in (
+            "_sample",
+            "_get_internal_repr",
+            "_build_parzen_estimator",
+            "_compute_acquisition_func",
+            "_compare",
+        )
     )
 )
 _NUMERIC = (optuna.distributions.FloatDistribution, optuna.distributions.IntDistribution)
+#: Optuna's own Φ and log Φ, put back after each quick ask (never whatever is there then: two
+#: threads asking at once could otherwise leave SciPy's in place)
+_OPTUNA_NDTR = getattr(_truncnorm, "_log_ndtr", None), getattr(_truncnorm, "_ndtr", None)
 
 
 class QuickTPESampler(optuna.samplers.TPESampler):
@@ -458,7 +465,6 @@ class QuickTPESampler(optuna.samplers.TPESampler):
                 [self._values(t) for t in below],
                 [self._values(t) for t in above],
             )
-        swapped = _truncnorm._log_ndtr, _truncnorm._ndtr
         _truncnorm._log_ndtr, _truncnorm._ndtr = _log_ndtr, _ndtr
         try:
             below_mpe = self._build_parzen_estimator(study, search_space, self._split[1], handle_below=True)
@@ -466,7 +472,7 @@ class QuickTPESampler(optuna.samplers.TPESampler):
             samples = below_mpe.sample(self._rng.rng, self._n_ei_candidates)
             chosen = self._compare(samples, self._compute_acquisition_func(samples, below_mpe, above_mpe))
         finally:
-            _truncnorm._log_ndtr, _truncnorm._ndtr = swapped
+            _truncnorm._log_ndtr, _truncnorm._ndtr = _OPTUNA_NDTR
         return {name: dist.to_external_repr(chosen[name]) for name, dist in search_space.items()}
 
     def _values(self, trial: Any) -> tuple[Any, dict[str, float]]:

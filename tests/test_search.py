@@ -1057,6 +1057,10 @@ def test_the_quick_tpe_proposes_what_optunas_univariate_tpe_does(n) -> None:
     )
     assert len({p["lr"] for p in proposals[1]}) == 8
     quick = studies[1].sampler
+    from optuna.samplers._tpe import _truncnorm
+    from scipy.special import log_ndtr, ndtr
+
+    assert _truncnorm._log_ndtr is not log_ndtr and _truncnorm._ndtr is not ndtr  # Optuna's own, put back
     assert (
         quick._split is not None and len(quick._numeric) == n + 3
     )  # its own path ran: the trials told before its last ask
