@@ -236,7 +236,8 @@ def searcher_latency(kind: str, trials: int, asks: int = 10, running: int = 0) -
     is timed with that many running, then the oldest running trial is told). The GP runs with
     a sweep's default ``model_check``; ``gp-noise`` is the default GP told losses no
     hyperparameter explains, so that its check hands the asks to TPE; the third value is the
-    share of the timed asks TPE answered."""
+    share of the timed asks TPE answered. ``optuna`` is Optuna's univariate ``TPESampler``,
+    ``quick-tpe`` the sweep's ``searcher: {type: optuna}`` (the same proposals)."""
     import math
     import random
 
@@ -247,9 +248,13 @@ def searcher_latency(kind: str, trials: int, asks: int = 10, running: int = 0) -
 
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     fast_from = {"gp": None, "gp-optuna": 10**9, "gp-fast": 0, "gp-noise": None}
+    from costtune.gp import QuickTPESampler
+
     sampler = (
         gp_sampler(0, fast_from=fast_from[kind], model_check=MODEL_CHECK_DEFAULT)
         if kind in fast_from
+        else QuickTPESampler(seed=0)
+        if kind == "quick-tpe"
         else optuna.samplers.TPESampler(seed=0, multivariate=False)
     )
     study = optuna.create_study(sampler=sampler)
@@ -307,7 +312,8 @@ def searcher_table() -> None:
     print("\nsearcher: seconds to propose one configuration (LCBench's 7 parameters), n trials told")
     print(f"{'searcher':>44}{'trials':>8}{'running':>9}{'median s':>10}{'p99 s':>9}{'to TPE':>8}")
     names = {
-        "optuna": "univariate TPE",
+        "optuna": "univariate TPE (Optuna's TPESampler)",
+        "quick-tpe": "univariate TPE, a sweep's (QuickTPESampler)",
         "gp": "GP (default: fast ask past 200 trials)",
         "gp-optuna": "GP, Optuna's acquisition search throughout",
         "gp-fast": "GP, fast ask from the start",
@@ -316,11 +322,14 @@ def searcher_table() -> None:
     for kind, n, asks, running in (
         ("optuna", 100, 50, 0),
         ("optuna", 1_000, 50, 0),
+        ("quick-tpe", 100, 50, 0),
+        ("quick-tpe", 1_000, 50, 0),
         ("gp", 100, 20, 0),
         ("gp", 1_000, 200, 0),
         ("gp", 1_000, 200, 7),  # 8 asynchronous workers: 7 trials running at each ask
         ("gp-optuna", 1_000, 10, 0),
         ("gp-fast", 100, 200, 0),
+        ("gp-noise", 100, 20, 0),
         ("gp-noise", 1_000, 200, 0),
     ):
         median, p99, to_tpe = searcher_latency(kind, n, asks, running)

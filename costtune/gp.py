@@ -419,9 +419,10 @@ _OPTUNA_NDTR = getattr(_truncnorm, "_log_ndtr", None), getattr(_truncnorm, "_ndt
 class QuickTPESampler(optuna.samplers.TPESampler):
     """Optuna's univariate TPE at its defaults, proposal for proposal to the last bits of a
     float (``tests/test_search.py`` compares them), in about a fifth of its ask at 1,000 trials:
-    the model check's fallback (:class:`CpuGPSampler`), which answers most asks of a sweep whose
-    process ranks nothing. Optuna's ask at 1,000 trials takes ~0.1 s on the 2-core machine,
-    mostly for three reasons this class removes:
+    a sweep's ``searcher: {type: optuna}``, and the model check's fallback
+    (:class:`CpuGPSampler`), which answers most asks of a sweep whose process ranks nothing.
+    Optuna's ask at 1,000 trials takes ~0.1 s on the 2-core machine, mostly for three reasons
+    this class removes:
 
     - Optuna splits the trials into the good and the rest once per *parameter*; here once per
       ask (the split of an ask's first parameter is kept for its others).
@@ -435,8 +436,8 @@ class QuickTPESampler(optuna.samplers.TPESampler):
     the study has more than one objective, or Optuna asks for more than one parameter at once,
     it is Optuna's TPE."""
 
-    def __init__(self, seed: int | None = None) -> None:
-        super().__init__(seed=seed, multivariate=False)
+    def __init__(self, seed: int | None = None, n_startup_trials: int = 10) -> None:
+        super().__init__(seed=seed, n_startup_trials=n_startup_trials, multivariate=False)
         self._split: tuple[Any, ...] | None = None  # (ask key, good trials, rest, their values)
         self._numeric: dict[int, tuple[Any, dict[str, float]]] = {}  # trial id -> (params, values)
 

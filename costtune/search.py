@@ -117,12 +117,13 @@ def make_searcher(
         from ray.tune.search.optuna import OptunaSearch
 
         optuna.logging.set_verbosity(optuna.logging.WARNING)
+        from costtune.gp import QuickTPESampler
+
         # univariate TPE: the searcher costtune's LCBench figures before stop 18 were measured
         # with (benchmarks/RESULTS.md). Optuna 5's default is multivariate for one objective;
         # on the test tasks that reached the targets less often (RESULTS: "Which TPE").
-        sampler = optuna.samplers.TPESampler(
-            seed=seed, n_startup_trials=config.n_startup_trials or 10, multivariate=False
-        )
+        # QuickTPESampler: Optuna's univariate TPESampler's proposals in a fifth of its time.
+        sampler = QuickTPESampler(seed=seed, n_startup_trials=config.n_startup_trials or 10)
         return OptunaSearch(metric=metric, mode=mode, sampler=sampler, points_to_evaluate=points)
     if config.type == "hyperopt":
         from ray.tune.search.hyperopt import HyperOptSearch

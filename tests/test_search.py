@@ -32,15 +32,22 @@ def test_searchers_are_seeded_and_respect_the_space(kind) -> None:
 
 
 def test_the_sweeps_tpe_is_the_one_the_benchmark_figures_were_measured_with() -> None:
-    """benchmarks/lcbench.py's costtune rows ask Optuna's default TPESampler (univariate, 10
-    random start-up trials); the shipped searcher must be that one, or the figures say nothing."""
+    """benchmarks/lcbench.py's costtune rows ask Optuna's TPESampler (univariate, 10 random
+    start-up trials, Optuna 5's constant liar); the shipped searcher must propose what that one
+    does, or the figures say nothing: it is QuickTPESampler at those settings, whose proposals
+    are Optuna's (``test_the_quick_tpe_proposes_what_optunas_univariate_tpe_does``)."""
     from costtune.config import SearcherConfig
+    from costtune.gp import QuickTPESampler
     from costtune.search import make_searcher
 
     searcher = make_searcher(SearcherConfig(type="optuna"), "loss", "min", seed=3)
     sampler = searcher._sampler
-    assert type(sampler).__name__ == "TPESampler"
+    assert type(sampler) is QuickTPESampler
+    plain = optuna.samplers.TPESampler(seed=3, multivariate=False)
     assert sampler._multivariate is False and sampler._n_startup_trials == 10
+    assert (
+        sampler._constant_liar is plain._constant_liar and sampler._n_ei_candidates == plain._n_ei_candidates
+    )
 
 
 def test_the_sweeps_gp_is_the_one_the_benchmark_default_was_measured_with() -> None:
