@@ -411,6 +411,15 @@ _TPE_INTERNALS = (
     )
 )
 _NUMERIC = (optuna.distributions.FloatDistribution, optuna.distributions.IntDistribution)
+
+
+def _as_float(value: Any) -> float | None:
+    try:
+        return float(value)
+    except (TypeError, ValueError):
+        return None
+
+
 #: Optuna's own Φ and log Φ, put back after each quick ask (never whatever is there then: two
 #: threads asking at once could otherwise leave SciPy's in place)
 _OPTUNA_NDTR = getattr(_truncnorm, "_log_ndtr", None), getattr(_truncnorm, "_ndtr", None)
@@ -477,15 +486,15 @@ class QuickTPESampler(optuna.samplers.TPESampler):
         return {name: dist.to_external_repr(chosen[name]) for name, dist in search_space.items()}
 
     def _values(self, trial: Any) -> tuple[Any, dict[str, float]]:
-        """A trial's parameters, and its numeric ones as floats (their internal form under any
-        numeric distribution); a finished trial's read once."""
+        """A trial's parameters, and those ``float()`` takes as floats (their internal form under
+        any numeric distribution, whatever distribution the trial drew them from, as Optuna
+        reads them); a finished trial's read once."""
         params = trial.params
         kept = self._numeric.get(trial._trial_id)
         if kept is None or kept[0] is not params:  # another study's trial, or another read
-            dists = trial.distributions
             kept = (
                 params,
-                {name: float(v) for name, v in params.items() if isinstance(dists[name], _NUMERIC)},
+                {name: v for name, v in ((n, _as_float(v)) for n, v in params.items()) if v is not None},
             )
             if trial.state.is_finished():  # a running trial's parameters still grow
                 self._numeric[trial._trial_id] = kept

@@ -989,11 +989,18 @@ _TPE_SPACE = {
     "batch": optuna.distributions.IntDistribution(16, 512, log=True),
     "layers": optuna.distributions.IntDistribution(1, 5),
     "opt": optuna.distributions.CategoricalDistribution(["sgd", "adam", "rms"]),
+    "width": optuna.distributions.CategoricalDistribution([32, 64, 128]),  # numbers, read as choices
 }
 
 
 def _tpe_loss(p: dict) -> float:
-    return (np.log10(p["lr"]) + 2) ** 2 + (p["momentum"] - 0.9) ** 2 + 0.3 * (p["opt"] == "adam") + p["wd"]
+    return (
+        (np.log10(p["lr"]) + 2) ** 2
+        + (p["momentum"] - 0.9) ** 2
+        + 0.3 * (p["opt"] == "adam")
+        + p["wd"]
+        + 0.001 * p["width"]
+    )
 
 
 def _tpe_study(sampler, n: int) -> optuna.Study:
