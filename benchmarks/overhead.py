@@ -248,7 +248,7 @@ def searcher_latency(kind: str, trials: int, asks: int = 10, running: int = 0) -
 
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     fast_from = {"gp": None, "gp-optuna": 10**9, "gp-fast": 0, "gp-noise": None}
-    from costtune.gp import QuickTPESampler
+    from costtune.tpe import QuickTPESampler
 
     sampler = (
         gp_sampler(0, fast_from=fast_from[kind], model_check=MODEL_CHECK_DEFAULT)

@@ -117,7 +117,7 @@ def make_searcher(
         from ray.tune.search.optuna import OptunaSearch
 
         optuna.logging.set_verbosity(optuna.logging.WARNING)
-        from costtune.gp import QuickTPESampler
+        from costtune.tpe import QuickTPESampler
 
         # univariate TPE: the searcher costtune's LCBench figures before stop 18 were measured
         # with (benchmarks/RESULTS.md). Optuna 5's default is multivariate for one objective;

@@ -37,8 +37,8 @@ def test_the_sweeps_tpe_is_the_one_the_benchmark_figures_were_measured_with() ->
     does, or the figures say nothing: it is QuickTPESampler at those settings, whose proposals
     are Optuna's (``test_the_quick_tpe_proposes_what_optunas_univariate_tpe_does``)."""
     from costtune.config import SearcherConfig
-    from costtune.gp import QuickTPESampler
     from costtune.search import make_searcher
+    from costtune.tpe import QuickTPESampler
 
     searcher = make_searcher(SearcherConfig(type="optuna"), "loss", "min", seed=3)
     sampler = searcher._sampler
@@ -1047,12 +1047,12 @@ def _same_proposal(a: dict, b: dict) -> bool:
 
 @pytest.mark.parametrize("n", [12, 40, 300])
 def test_the_quick_tpe_proposes_what_optunas_univariate_tpe_does(n) -> None:
-    """The model check's fallback, :class:`~costtune.gp.QuickTPESampler`, is Optuna's univariate
+    """The model check's fallback, :class:`~costtune.tpe.QuickTPESampler`, is Optuna's univariate
     TPE at its defaults (constant liar included) computed in fewer passes: from the same trials
     and seed it proposes the same configurations to rounding, over float, log, stepped, int and
     categorical parameters, pruned trials, asks left running and asks told, below and past the
     25 trials where Optuna's weights start to ramp."""
-    from costtune.gp import QuickTPESampler
+    from costtune.tpe import QuickTPESampler
 
     studies = [
         _tpe_study(optuna.samplers.TPESampler(seed=7, multivariate=False), n),
@@ -1085,7 +1085,7 @@ def test_the_quick_tpe_pickles_and_resumes_with_the_same_proposals() -> None:
     behind) proposes from the restored study what the original proposes."""
     import pickle
 
-    from costtune.gp import QuickTPESampler
+    from costtune.tpe import QuickTPESampler
 
     study = _tpe_study(QuickTPESampler(seed=2), 60)
     study.ask(_TPE_SPACE)  # fills the per-ask memory
