@@ -598,12 +598,9 @@ class CpuGPSampler(optuna.samplers.GPSampler):
             running = [_with_fidelity(t, space, longest) for t in running]
         self._costed = seen
         pin = _PIN_LAST.set(longest is not None)
-        self._checked_out = False
+        self._checked_out = False  # set by _optimize_acqf where the process fails the model check
         try:
             params: dict[str, Any] = self._sample_relative_impl(study, seen, running, space)
-        except BaseException:
-            self._checked_out = False
-            raise
         finally:
             _REUSE_FIT.reset(token)
             _TRANSFORM.reset(warped)

@@ -112,10 +112,8 @@ class QuickTPESampler(optuna.samplers.TPESampler):
         params = trial.params
         kept = self._numeric.get(trial._trial_id)
         if kept is None or kept[0] is not params:  # another study's trial, or another read
-            kept = (
-                params,
-                {name: v for name, v in ((n, _as_float(v)) for n, v in params.items()) if v is not None},
-            )
+            numeric = {name: f for name, value in params.items() if (f := _as_float(value)) is not None}
+            kept = (params, numeric)
             if trial.state.is_finished():  # a running trial's parameters still grow
                 self._numeric[trial._trial_id] = kept
         return kept
