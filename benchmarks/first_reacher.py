@@ -86,7 +86,7 @@ def reachers(sim: Any, policy: Any, proposed: dict[str, Any], target: float) -> 
 
 
 def fate(task: lcbench.Task, seed: int, method: str, capture: Capture) -> dict[str, Any]:
-    lcbench.run_method(task, seed, method)
+    lcbench.run_method(task, lcbench.task_seed(task.name, seed), method)
     sim, policy, proposed = capture.last["sim"], capture.last["policy"], capture.last["proposed"]
     target = task.targets["GRID"]
     could = reachers(sim, policy, proposed, target)
