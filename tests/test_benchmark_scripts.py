@@ -938,7 +938,7 @@ def test_lcbench_seeds_each_tasks_searchers_apart_and_pairs_the_methods(monkeypa
     ]
     assert [(r["task"], r["seed"]) for r in rows[::2]] == [(t.name, s) for t in tasks for s in (0, 1)]
     by_run: dict[tuple[str, int], set[int]] = {}
-    for (name, seed, _), row in zip(got, rows):
+    for (name, seed, _), row in zip(got, rows, strict=True):
         by_run.setdefault((name, row["seed"]), set()).add(seed)
         assert seed == lcbench.task_seed(name, row["seed"]) and 0 <= seed < 2**31
     assert all(len(seeds) == 1 for seeds in by_run.values())  # both methods of a run get its one seed
