@@ -174,7 +174,8 @@ class SamplerPool:
 
 
 class TpePool(SamplerPool):
-    """Optuna's TPE (univariate, as costtune's sweeps run it) over a pool.
+    """Optuna's univariate TPE over a pool, as a sweep's ``searcher: {type: optuna}`` runs it:
+    :class:`costtune.tpe.QuickTPESampler`, Optuna's proposals in a fraction of its ask.
 
     Args:
         curves: the pool.
@@ -183,12 +184,9 @@ class TpePool(SamplerPool):
     """
 
     def __init__(self, curves: Sequence[Curve], seed: int = 0, n_startup_trials: int = 10) -> None:
-        import optuna
+        from costtune.tpe import QuickTPESampler
 
-        super().__init__(
-            curves,
-            optuna.samplers.TPESampler(seed=seed, n_startup_trials=n_startup_trials, multivariate=False),
-        )
+        super().__init__(curves, QuickTPESampler(seed=seed, n_startup_trials=n_startup_trials))
 
 
 class GpPool(SamplerPool):

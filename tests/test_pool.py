@@ -66,6 +66,25 @@ def test_tpe_is_told_the_configuration_that_actually_ran() -> None:
         assert trial.value == pytest.approx(ended[trial.params["lr"]])
 
 
+def test_tpe_pool_replays_the_sweeps_tpe_and_proposes_as_optunas_own() -> None:
+    """The replay's TPE is the sweep's (``QuickTPESampler``): over the same pool, with the same
+    seed, the same configurations in the same order as Optuna's own univariate TPESampler."""
+    from costtune.pool import SamplerPool
+    from costtune.tpe import QuickTPESampler
+
+    pool = _pool(n=80)
+    quick = TpePool(pool, seed=5)
+    assert type(quick.study.sampler) is QuickTPESampler
+    optunas = SamplerPool(pool, optuna.samplers.TPESampler(seed=5, multivariate=False))
+    orders = []
+    for searcher in (quick, optunas):
+        sim = simulate(
+            [], AsyncHyperband(20, 2, 3), max_epochs=20, next_curve=searcher.ask, on_trial_end=searcher.tell
+        )
+        orders.append([e.config_id for e in sim.epochs])
+    assert len(set(orders[0])) == 80 and orders[0] == orders[1]
+
+
 def test_tpe_over_the_pool_finds_good_configurations_sooner_than_random_order() -> None:
     pool = _pool(n=120)
     target = sorted(c.val_loss[-1] for c in pool)[3]  # the 4th-best final loss
