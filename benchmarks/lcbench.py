@@ -8,15 +8,16 @@ One command per table:
 
 Settings are chosen on the dev tasks and reported on the test tasks (never chosen there).
 Every method runs on the same tasks and seeds on ``--workers`` simulated asynchronous
-workers (default 1); every epoch is charged its surrogate seconds at $2.50/h; the budget of
-a run is the 64-job reference grid's cost. Targets per task: GRID = the grid's best epoch-52
+workers (default 1); run ``seed`` of a task seeds every method's searchers and streams with
+:func:`task_seed` (one seed per task and seed, the same for every method); every epoch is
+charged its surrogate seconds at $2.50/h; the budget of a run is the 64-job reference grid's
+cost. Targets per task: GRID = the grid's best epoch-52
 val CE; TOP1 = the 1st percentile of epoch-52 val CE over 2,000 random configurations (rng
 12345). A run that misses a target counts as the whole budget (1.0) in the geo-means.
 Methods (``--methods``):
 
 - ``grid``: the 64-job grid, every job to epoch 52;
 - ``random``: random search (seed → a fixed configuration stream), every trial to epoch 52;
-  a run's seed reaches its searchers as :func:`task_seed` (task, seed), one per task;
 - ``costtune-hb``: that same stream through costtune's CostAwareHyperBand policy;
 - ``costtune-hb-tpe``: the same policy with Optuna's TPE (default settings, univariate)
   asked and told in the loop — costtune's default sweep; the paired tests' reference;
@@ -1385,7 +1386,7 @@ def task_seed(task_name: str, seed: int) -> int:
     Until stop 48 every task's run ``seed`` was seeded with ``seed`` alone, so a seed's random
     start-up proposals were the same points on all tasks, and LCBench's tasks share where their
     good configurations lie: the 8 test tasks ranked seeds 0-19 by their first 5 proposals alike
-    (mean pairwise Spearman 0.47; -0.06 with a seed per task), so a lucky seed was lucky on every
+    (mean pairwise Spearman 0.47; -0.006 with this seed), so a lucky seed was lucky on every
     task at once and the runs of a seed were not independent. The table keeps ``seed``.
     """
     return zlib.crc32(f"{task_name}/{seed}".encode()) & 0x7FFFFFFF
