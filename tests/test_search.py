@@ -1076,8 +1076,81 @@ def test_the_quick_tpe_proposes_what_optunas_univariate_tpe_does(n) -> None:
 
     assert _truncnorm._log_ndtr is not log_ndtr and _truncnorm._ndtr is not ndtr  # Optuna's own, put back
     assert (
-        quick._split is not None and len(quick._numeric) == n + 3
+        quick._split is not None and quick._store.size == n + 3
     )  # its own path ran: the trials told before its last ask
+
+
+def _ragged_tpe_study(sampler, n: int, seed: int, direction: str, pruned: float) -> optuna.Study:
+    """``n`` trials that each draw some of ``_TPE_SPACE`` (a conditional space), with tied
+    values; a share ``pruned`` pruned (at a step, with a NaN there, or before any step), some
+    failed."""
+    study = optuna.create_study(sampler=sampler, direction=direction)
+    draw = np.random.default_rng(seed)
+    for _ in range(n):
+        params = {}
+        for name, d in _TPE_SPACE.items():
+            if name not in ("lr", "momentum") and draw.random() < 0.2:
+                continue
+            if isinstance(d, optuna.distributions.CategoricalDistribution):
+                params[name] = d.choices[int(draw.integers(len(d.choices)))]
+            elif isinstance(d, optuna.distributions.IntDistribution):
+                params[name] = int(draw.integers(d.low, d.high + 1))
+            elif d.step:
+                params[name] = round(float(draw.integers(0, 11)) * 0.01, 2)
+            else:
+                params[name] = float(
+                    np.exp(draw.uniform(np.log(d.low), np.log(d.high)))
+                    if d.log
+                    else draw.uniform(d.low, d.high)
+                )
+        distributions = {name: _TPE_SPACE[name] for name in params}
+        kind = draw.random()
+        if kind < pruned:
+            steps = {} if draw.random() < 0.3 else {int(draw.integers(1, 5)): float(draw.normal())}
+            if steps and draw.random() < 0.2:
+                steps = {step: float("nan") for step in steps}
+            trial = optuna.trial.create_trial(
+                params=params,
+                distributions=distributions,
+                state=optuna.trial.TrialState.PRUNED,
+                intermediate_values=steps,
+            )
+        elif kind < pruned + 0.05:
+            trial = optuna.trial.create_trial(
+                params=params, distributions=distributions, state=optuna.trial.TrialState.FAIL
+            )
+        else:
+            value = round(float(draw.normal()), 1)  # ties
+            trial = optuna.trial.create_trial(params=params, distributions=distributions, value=value)
+        study.add_trial(trial)
+    return study
+
+
+@pytest.mark.parametrize("seed", range(10))
+def test_the_quick_tpe_proposes_what_optunas_does_on_conditional_tied_and_pruned_trials(seed) -> None:
+    """The split and the Parzen estimators as Optuna makes them where trials lack parameters,
+    values tie, pruned trials carry a step, a NaN or nothing (most of the good trials where
+    most are pruned), and the study maximises; the parameters asked in either order."""
+    from costtune.tpe import QuickTPESampler
+
+    n, direction = (11, 30, 80, 200, 12)[seed % 5], ("minimize", "maximize")[seed % 2]
+    pruned = 0.15 if seed < 5 else 0.85
+    studies = [
+        _ragged_tpe_study(
+            optuna.samplers.TPESampler(seed=seed, multivariate=False), n, seed, direction, pruned
+        ),
+        _ragged_tpe_study(QuickTPESampler(seed=seed), n, seed, direction, pruned),
+    ]
+    proposals: list[list[dict]] = [[], []]
+    for k in range(6):
+        order = list(_TPE_SPACE) if k % 2 else list(reversed(_TPE_SPACE))
+        for study, seen in zip(studies, proposals, strict=True):
+            trial = study.ask()
+            params = {name: trial._suggest(name, _TPE_SPACE[name]) for name in order}
+            seen.append(params)
+            if k % 3 != 2:
+                study.tell(trial, _tpe_loss(params))
+    assert all(_same_proposal(a, b) for a, b in zip(*proposals, strict=True)), proposals
 
 
 def test_the_quick_tpe_pickles_and_resumes_with_the_same_proposals() -> None:
@@ -1090,7 +1163,7 @@ def test_the_quick_tpe_pickles_and_resumes_with_the_same_proposals() -> None:
     study = _tpe_study(QuickTPESampler(seed=2), 60)
     study.ask(_TPE_SPACE)  # fills the per-ask memory
     copy = pickle.loads(pickle.dumps(study))
-    assert copy.sampler._split is None and copy.sampler._numeric == {}
+    assert copy.sampler._split is None and copy.sampler._store is None
     first, second = study.ask(_TPE_SPACE).params, copy.ask(_TPE_SPACE).params
     assert _same_proposal(first, second)
 
