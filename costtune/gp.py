@@ -418,7 +418,11 @@ class CpuGPSampler(optuna.samplers.GPSampler):
     its leave-one-out predictions rank its own trials with a Spearman correlation below θ, it has
     found nothing it can predict (losses set by each trial's own pace, not by its
     hyperparameters), and the ask takes univariate TPE's proposal over the same trials instead
-    (:class:`QuickTPESampler`; the process's own acquisition search is skipped). On the held-out
+    (:class:`QuickTPESampler`; the process's own acquisition search is skipped). Past
+    :data:`REFIT_EVERY_ASK_UNTIL` completed trials, where the kernel is refitted only as the
+    trials grow by :data:`REFIT_GROWTH`, a failed check holds on the same rhythm: the asks
+    after it go to TPE without fitting and checking the process again, until the trials have
+    grown by that share. On the held-out
     crossing curves that cost ×0.53 the dollars to target (60 fresh runs); on LCBench and the
     other held-out kinds it did not fire before the target (RESULTS, stop 46).
 
@@ -471,6 +475,7 @@ class CpuGPSampler(optuna.samplers.GPSampler):
         self._cost_exponent = cost_exponent
         self._value_transform = value_transform
         self._costed: list[Any] = []
+        self._failed_at: int | None = None  # completed trials at the last failed model check
         self._min_epochs: int | None = None
 
     def forget_below(self, epochs: int | None) -> None:
@@ -486,6 +491,7 @@ class CpuGPSampler(optuna.samplers.GPSampler):
         if getattr(self, "_min_epochs", None) != epochs:  # absent in an older pickle
             self._min_epochs = epochs
             self._costtune_fitted_at = 0
+            self._failed_at = None
             # below the start-up count again, the random proposals are meant: no warning per parameter
             self._warn_independent_sampling = False
 
@@ -566,6 +572,7 @@ class CpuGPSampler(optuna.samplers.GPSampler):
         if floor != getattr(self, "_fitted_floor", None):  # other trials: refit, not reuse
             self._fitted_floor = floor
             self._costtune_fitted_at = 0
+            self._failed_at = None
         if floor is not None:
             completed = [t for t in completed if t.user_attrs.get(EPOCHS_ATTR, floor) >= floor]
         running = [
@@ -574,6 +581,14 @@ class CpuGPSampler(optuna.samplers.GPSampler):
             if t.state == TrialState.RUNNING and search_space.keys() <= _gp_module._get_params(t).keys()
         ]
         if len(completed) < self._n_startup_trials:
+            return {}
+        failed_at = getattr(self, "_failed_at", None)  # absent in an older pickle
+        if (
+            failed_at is not None
+            and len(completed) > REFIT_EVERY_ASK_UNTIL
+            and len(completed) < failed_at * (1 + REFIT_GROWTH)
+        ):  # the check failed since the kernel's last fit, and the trials have not grown enough
+            self._fell_back.add(trial.number)  # to refit it: TPE proposes, unchecked
             return {}
         fitted_at = getattr(self, "_costtune_fitted_at", 0)  # absent in a pickle from before
         reuse = (
@@ -613,7 +628,9 @@ class CpuGPSampler(optuna.samplers.GPSampler):
         if getattr(self, "_checked_out", False):  # the process does not rank its own trials: TPE proposes
             self._checked_out = False
             self._fell_back.add(trial.number)
+            self._failed_at = len(completed)
             return {}
+        self._failed_at = None
         if params:  # shared with other processes, as Optuna's own sampler does
             text, chunk = json.dumps(params), _gp_module._SYSTEM_ATTR_MAX_LENGTH
             for i in range(0, len(text), chunk):

@@ -29,6 +29,9 @@ _TPE_INTERNALS = (
 )
 _NUMERIC = (optuna.distributions.FloatDistribution, optuna.distributions.IntDistribution)
 _COMPLETE, _PRUNED, _RUNNING = TrialState.COMPLETE, TrialState.PRUNED, TrialState.RUNNING
+#: below this many (candidate, kernel) pairs a stepped parameter's density takes every kernel's
+#: mass as Optuna does; above it, the kernels that add nothing are skipped (``_Kernels.log_pdf``)
+_DENSE_PAIRS = 2_000
 
 
 def _as_float(value: Any) -> float | None:
@@ -184,40 +187,68 @@ class _Kernels(NamedTuple):
         - A kernel whose term at an ``x`` is more than 700 nats below the largest adds less
           than 1e-304 of it; it is taken as 700 below (``exp`` of a number that small is
           subnormal, and slow).
-        - A stepped kernel's mass at an ``x`` is computed only where a bound on it (the step's
-          width times the normal density at the step's nearest end) comes within 60 nats of
-          the prior kernel's term there; the rest add less than 1e-26 each. Away from the
+        - Stepped kernels at the same (μ, σ) (an integer parameter's repeated values) are one,
+          their weights summed. A stepped kernel's mass at an ``x`` is computed only where a
+          bound on it (the step's width times the normal density at the step's nearest end)
+          comes within 40 nats of the prior kernel's term there; the rest add less than 5e-18
+          of the density each. Away from the
           kernel's centre it is Φ(b) - Φ(a), on the side of the centre where both are accurate;
           across the centre it is Optuna's formula.
         """
         sigma, log_weights = self.sigma, np.log(self.weights)
         if not self.step:
             xt = np.log(x) if is_log else x
-            z = (xt[:, np.newaxis] - self.mu) / sigma
             a, b = (self.low - self.mu) / sigma, (self.high - self.mu) / sigma
             constant = log_weights - _log_mass(a, b) - np.log(sigma) - _truncnorm._norm_pdf_logC
-            weighted = constant - z * z / 2.0
-            if (xt < self.low).any() or (xt > self.high).any():  # else each z lies within [a, b]
-                weighted[(z < a) | (z > b)] = -np.inf
+            weighted = np.subtract(xt[:, np.newaxis], self.mu)
+            weighted /= sigma  # z, in place: this array is the density's bulk
+            outside = (
+                (weighted < a) | (weighted > b) if (xt < self.low).any() or (xt > self.high).any() else None
+            )
+            weighted *= weighted
+            weighted *= -0.5
+            weighted += constant
+            if outside is not None:  # else each z lies within [a, b]
+                weighted[outside] = -np.inf
         else:
             xu, inverse = np.unique(x, return_inverse=True)
             half = self.step / 2
             left = np.log(xu - half) if is_log else xu - half
             right = np.log(xu + half) if is_log else xu + half
-            mu = self.mu
+            if len(xu) * len(self.mu) <= _DENSE_PAIRS:  # few kernels: each one's mass, Optuna's formula
+                mass = _log_mass(
+                    (left[:, np.newaxis] - self.mu) / sigma, (right[:, np.newaxis] - self.mu) / sigma
+                )
+                norm = _log_mass((self.low - self.mu) / sigma, (self.high - self.mu) / sigma)
+                return _log_sum_exp(((mass - norm) + log_weights)[inverse])
+            # kernels at the same (μ, σ), an integer parameter's repeated values, have the same mass
+            # everywhere: one kernel, their weights summed
+            by_mu = np.lexsort((sigma, self.mu))
+            mu, sigma = self.mu[by_mu], sigma[by_mu]
+            first = np.empty(len(mu), dtype=bool)
+            first[0], first[1:] = True, (mu[1:] != mu[:-1]) | (sigma[1:] != sigma[:-1])
+            group = np.cumsum(first) - 1
+            prior_group = group[np.flatnonzero(by_mu == len(mu) - 1)[0]]
+            mu, sigma = mu[first], sigma[first]
+            log_weights = np.log(np.bincount(group, weights=self.weights[by_mu]))
             norm = _log_mass((self.low - mu) / sigma, (self.high - mu) / sigma)
-            prior = (
-                _log_mass((left - mu[-1]) / sigma[-1], (right - mu[-1]) / sigma[-1]) - norm[-1]
-            ) + log_weights[-1]
+            p_mu, p_sigma = self.mu[-1], self.sigma[-1]
+            p_norm = _log_mass(
+                np.array([(self.low - p_mu) / p_sigma]), np.array([(self.high - p_mu) / p_sigma])
+            )
+            prior = (_log_mass((left - p_mu) / p_sigma, (right - p_mu) / p_sigma) - p_norm) + np.log(
+                self.weights[-1]
+            )
             # kernel k's term at x_j is at most c_k + log(width_j) - d²/2, d the step's nearest end
-            # from μ_k in σ_k; it matters where that reaches prior_j - 60, so within h_k of the step
+            # from μ_k in σ_k; it matters where that comes within 40 nats of the prior kernel's
+            # term, so within reach_k of the step
             with np.errstate(divide="ignore"):
                 slack = (log_weights - norm - np.log(sigma)) + np.max(
-                    np.log(right - left) - _truncnorm._norm_pdf_logC - prior + 60.0
+                    np.log(right - left) - _truncnorm._norm_pdf_logC - prior + 40.0
                 )
             reach = sigma * np.sqrt(2.0 * np.maximum(slack, 0.0))
             keep = (mu - reach <= right[:, np.newaxis]) & (mu + reach >= left[:, np.newaxis])
-            keep[:, -1] = True
+            keep[:, prior_group] = True
             j, k = np.nonzero(keep)
             a, b = (left[j] - mu[k]) / sigma[k], (right[j] - mu[k]) / sigma[k]
             flip = a > 0  # the upper tail, mirrored into the lower one
@@ -230,10 +261,20 @@ class _Kernels(NamedTuple):
             weighted = np.full(keep.shape, -np.inf)
             weighted[j, k] = mass - norm[k] + log_weights[k]
             weighted = weighted[inverse]
-        top = weighted.max(axis=1)
-        top[np.isneginf(top)] = 0
-        with np.errstate(divide="ignore"):
-            return np.log(np.exp(np.maximum(weighted - top[:, np.newaxis], -700.0)).sum(axis=1)) + top
+        return _log_sum_exp(weighted)
+
+
+def _log_sum_exp(weighted: np.ndarray) -> np.ndarray:
+    """Each row's log Σ exp, as Optuna's mixture takes it (its largest term out first); a term
+    700 nats below that adds less than 1e-304 of it and is taken as 700 below (``exp`` of less
+    is subnormal, and slow)."""
+    top = weighted.max(axis=1)
+    top[np.isneginf(top)] = 0
+    terms = np.subtract(weighted, top[:, np.newaxis])
+    np.maximum(terms, -700.0, out=terms)
+    np.exp(terms, out=terms)
+    with np.errstate(divide="ignore"):
+        return np.log(terms.sum(axis=1)) + top
 
 
 class _Store:
@@ -248,6 +289,7 @@ class _Store:
         self.column_of: dict[str, int] = {}
         self.not_float: set[str] = set()  # names with a value float() rejects: Optuna's path
         self.params: list[dict[str, Any]] = []
+        self.distributions: list[dict[str, Any]] = []  # each trial's, in the order it asked them
         self.values = np.full((64, 8), np.nan)
         self.number = np.zeros(64, dtype=np.int64)
         self.pruned = np.zeros(64, dtype=bool)
@@ -287,6 +329,7 @@ class _Store:
         else:
             self.pruned[k], self.rank[k] = False, (trial.value, 0.0)
         self.params.append(trial.params)
+        self.distributions.append(trial.distributions)
         self.row_of[trial._trial_id] = k
         self.size += 1
         return k
@@ -301,6 +344,17 @@ class _Split(NamedTuple):
     params: list[dict[str, Any]]
     good: np.ndarray
     rest: np.ndarray
+
+
+class _Batch(NamedTuple):
+    """One ask's proposals, made at its first parameter for the parameters the latest finished
+    trial asked, in its order; served while the ask asks them in that order."""
+
+    key: tuple[Any, ...]
+    asked: list[tuple[str, Any]]  # (name, distribution)
+    proposals: list[Any]
+    state: Any  # the random stream before the batch
+    served: list[int]  # how many were handed out (a one-item list, so the tuple stays fixed)
 
 
 class QuickTPESampler(optuna.samplers.TPESampler):
@@ -335,10 +389,11 @@ class QuickTPESampler(optuna.samplers.TPESampler):
         super().__init__(seed=seed, n_startup_trials=n_startup_trials, multivariate=False)
         self._split: _Split | None = None
         self._store: _Store | None = None
+        self._batch: _Batch | None = None
 
     def __getstate__(self) -> dict[str, Any]:
         state = dict(self.__dict__)
-        state["_split"], state["_store"] = None, None  # rebuilt at the next ask
+        state["_split"], state["_store"], state["_batch"] = None, None, None  # rebuilt at the next ask
         return state
 
     def _quick(self, study: Any, search_space: dict[str, Any]) -> bool:
@@ -371,11 +426,24 @@ class QuickTPESampler(optuna.samplers.TPESampler):
         split = self._split
         if split is None or split.key != key:
             split = self._split = self._make_split(study, trial, key)
+            self._batch = self._make_batch(split, name, dist)
         store = self._store
         if isinstance(dist, _NUMERIC) and store is not None and name in store.not_float:
             return dict(
                 super()._sample(study, trial, search_space)
             )  # a value float() rejects: Optuna's error
+        batch = getattr(self, "_batch", None)  # absent in an older pickle
+        if batch is not None and batch.key == key:
+            served = batch.served[0]
+            if served < len(batch.asked) and batch.asked[served] == (name, dist):
+                batch.served[0] += 1
+                return {name: batch.proposals[served]}
+            # asked out of the predicted order: the random stream goes to where the asks so far
+            # would have left it (each took 2 × n_ei_candidates draws), and this ask goes on alone
+            rng = self._rng.rng
+            rng.set_state(batch.state)
+            rng.random_sample(2 * self._n_ei_candidates * served)
+            self._batch = None
         _truncnorm._log_ndtr, _truncnorm._ndtr = _log_ndtr, _ndtr
         try:
             if isinstance(dist, _NUMERIC):
@@ -393,6 +461,52 @@ class QuickTPESampler(optuna.samplers.TPESampler):
             _truncnorm._log_ndtr, _truncnorm._ndtr = _OPTUNA_NDTR
         return {name: dist.to_external_repr(samples[int(np.argmax(score))].item())}
 
+    def _make_batch(self, split: _Split, name: str, dist: Any) -> _Batch | None:
+        """At an ask's first parameter, the proposals for every parameter the latest finished
+        trial asked, if it asked this one first and all are numeric: drawn in one pass, in that
+        trial's order, the same draws as one ask per parameter would take (each 2 ×
+        ``n_ei_candidates`` uniforms: the kernels', then the truncated normals' quantiles)."""
+        store = self._store
+        if store is None or not store.distributions:
+            return None
+        asked = list(store.distributions[-1].items())
+        if (
+            len(asked) < 2
+            or asked[0] != (name, dist)
+            or any(not isinstance(d, _NUMERIC) or n in store.not_float for n, d in asked)
+        ):
+            return None
+        rng, n_ei, parameters = self._rng.rng, self._n_ei_candidates, self._parzen_estimator_parameters
+        state = rng.get_state()
+        draws = rng.random_sample(2 * n_ei * len(asked)).reshape(len(asked), 2, n_ei)
+        kernels = []
+        loc, scale = np.empty((len(asked), n_ei)), np.empty((len(asked), n_ei))
+        low, high = np.empty((len(asked), 1)), np.empty((len(asked), 1))
+        for p, (n, d) in enumerate(asked):
+            below = _Kernels.build(self._observations(split, split.good, n, d), d, parameters)
+            above = _Kernels.build(self._observations(split, split.rest, n, d), d, parameters)
+            kernels.append((below, above))
+            cdf = below.weights.cumsum()  # numpy's RandomState.choice(p=...) on these draws
+            cdf /= cdf[-1]
+            active = cdf.searchsorted(draws[p, 0], side="right")
+            loc[p], scale[p] = below.mu[active], below.sigma[active]
+            low[p], high[p] = below.low, below.high
+        _truncnorm._log_ndtr, _truncnorm._ndtr = _log_ndtr, _ndtr
+        try:
+            x = _truncnorm.ppf(draws[:, 1, :], (low - loc) / scale, (high - loc) / scale) * scale + loc
+        finally:
+            _truncnorm._log_ndtr, _truncnorm._ndtr = _OPTUNA_NDTR
+        proposals = []
+        for (below, above), (_, d), samples in zip(kernels, asked, x, strict=True):
+            samples = np.exp(samples) if d.log else samples
+            if below.step:
+                samples = np.clip(
+                    d.low + np.round((samples - d.low) / below.step) * below.step, d.low, d.high
+                )
+            score = below.log_pdf(samples, d.log) - above.log_pdf(samples, d.log)
+            proposals.append(d.to_external_repr(samples[int(np.argmax(score))].item()))
+        return _Batch(split.key, asked, proposals, state, [0])
+
     def _make_split(self, study: Any, trial: Any, key: tuple[Any, ...]) -> _Split:
         """Optuna's ``_split_trials`` for one objective and no constraints, with the constant
         liar (Optuna 5's default): of the completed and pruned trials, the ``γ(n)`` best
@@ -408,15 +522,18 @@ class QuickTPESampler(optuna.samplers.TPESampler):
         get = store.row_of.get
         rows = [get(t._trial_id) for t in trials]
         running: list[Any] = []
-        for i, row in enumerate(rows):
-            if row is None:
-                t = trials[i]
-                if t.state is _RUNNING:
-                    if t.number != trial.number:
-                        running.append(t)
-                else:
-                    rows[i] = store.add(t, minimize)
-        finished = np.fromiter((r for r in rows if r is not None), dtype=np.int64)
+        if None in rows:  # new trials, or running ones
+            for i, row in enumerate(rows):
+                if row is None:
+                    t = trials[i]
+                    if t.state is _RUNNING:
+                        if t.number != trial.number:
+                            running.append(t)
+                    else:
+                        rows[i] = store.add(t, minimize)
+            finished = np.fromiter((r for r in rows if r is not None), dtype=np.int64)
+        else:
+            finished = np.array(rows, dtype=np.int64)
         pruned = store.pruned[finished]
         complete, cut = finished[~pruned], finished[pruned]
         n_below = (self._gamma or _tpe_module.default_gamma)(len(finished))

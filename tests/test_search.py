@@ -1153,6 +1153,46 @@ def test_the_quick_tpe_proposes_what_optunas_does_on_conditional_tied_and_pruned
     assert all(_same_proposal(a, b) for a, b in zip(*proposals, strict=True)), proposals
 
 
+@pytest.mark.parametrize("shuffled", [False, True])
+def test_the_quick_tpe_proposes_an_asks_numeric_parameters_at_once_as_optuna_does_one_by_one(
+    shuffled,
+) -> None:
+    """Over numeric parameters an ask's proposals are made together at its first parameter, in
+    the order the latest trial asked them; they are Optuna's, one parameter after another, and
+    where an ask takes another order or other parameters, the rest of it is too."""
+    from costtune.tpe import QuickTPESampler
+
+    space = {
+        k: d for k, d in _TPE_SPACE.items() if not isinstance(d, optuna.distributions.CategoricalDistribution)
+    }
+    studies = [
+        _ragged_tpe_study(optuna.samplers.TPESampler(seed=3, multivariate=False), 120, 3, "minimize", 0.15),
+        _ragged_tpe_study(QuickTPESampler(seed=3), 120, 3, "minimize", 0.15),
+    ]
+    for study in studies:  # the latest trial asked every numeric parameter, in the space's order
+        params = {k: d.low if not d.log else d.low * 2 for k, d in space.items()}
+        study.add_trial(optuna.trial.create_trial(params=params, distributions=space, value=9.0))
+    order = np.random.default_rng(0)
+    proposals: list[list[dict]] = [[], []]
+    served = 0
+    for k in range(8):
+        names = list(space)
+        if shuffled and k % 2:
+            order.shuffle(names)
+        for study, seen in zip(studies, proposals, strict=True):
+            trial = study.ask()
+            params = {name: trial._suggest(name, space[name]) for name in names}
+            seen.append(params)
+            study.tell(trial, (np.log10(params["lr"]) + 2) ** 2 + params["wd"] + 0.01 * params["layers"])
+        batch = studies[1].sampler._batch
+        served += batch.served[0] if batch is not None else 0
+    assert all(_same_proposal(a, b) for a, b in zip(*proposals, strict=True)), proposals
+    if shuffled:  # some asks took the predicted order, and the others went one by one
+        assert 0 < served < 8 * len(space)
+    else:
+        assert served == 8 * len(space)
+
+
 def test_the_quick_tpe_pickles_and_resumes_with_the_same_proposals() -> None:
     """Ray Tune checkpoints the searcher: a pickled QuickTPESampler (its per-ask memory left
     behind) proposes from the restored study what the original proposes."""
@@ -1166,6 +1206,41 @@ def test_the_quick_tpe_pickles_and_resumes_with_the_same_proposals() -> None:
     assert copy.sampler._split is None and copy.sampler._store is None
     first, second = study.ask(_TPE_SPACE).params, copy.ask(_TPE_SPACE).params
     assert _same_proposal(first, second)
+
+
+def test_past_the_refit_rhythm_a_failed_model_check_holds_until_the_trials_grow() -> None:
+    """Past ``REFIT_EVERY_ASK_UNTIL`` completed trials, where the kernel is refitted as the trials
+    grow by ``REFIT_GROWTH``, a failed check holds on that rhythm: the asks after it go to TPE
+    without the process being fitted and checked again, until the trials have grown by that
+    share; then it is checked again. Below it, every ask is checked (the test above)."""
+    from costtune.gp import REFIT_EVERY_ASK_UNTIL, REFIT_GROWTH
+
+    dists = {
+        "x": optuna.distributions.FloatDistribution(0, 1),
+        "y": optuna.distributions.FloatDistribution(0, 1),
+    }
+    sampler = gp_sampler(0, model_check=0.4)
+    study = optuna.create_study(sampler=sampler)
+    draw = np.random.default_rng(0)
+    start = REFIT_EVERY_ASK_UNTIL + 30
+    for number in range(start):
+        params = {"x": float(draw.random()), "y": float(draw.random())}
+        study.add_trial(
+            optuna.trial.create_trial(params=params, distributions=dists, value=_noise(0, 0, number))
+        )
+    checked_at = []
+    for _ in range(30):
+        before = len(sampler.checks)
+        trial = study.ask(dists)
+        if len(sampler.checks) > before:
+            checked_at.append(trial.number)
+        study.tell(trial, _noise(0, 0, trial.number))
+    assert all(sampler.checks[i] < 0.4 for i in range(len(sampler.checks)))  # noise: it fails
+    again = start + int(np.ceil(start * REFIT_GROWTH))
+    assert (
+        checked_at[0] == start and checked_at[1] in (again, again + 1) and len(checked_at) == 2
+    )  # 230 × 1.1 rounds up
+    assert set(range(start, start + 30)) <= sampler._fell_back  # TPE proposed each one
 
 
 def test_a_failed_model_check_skips_the_gps_acquisition_search(monkeypatch) -> None:
