@@ -908,6 +908,19 @@ def _noise(x: float, y: float, number: int) -> float:
     return float(np.random.default_rng(number).normal())
 
 
+def test_the_model_checks_ranks_are_scipys_average_ranks() -> None:
+    """The check's own ranking (``gp._rankdata``) gives SciPy's ``rankdata`` to the bit, ties
+    averaged, on values with many ties and none."""
+    from scipy.stats import rankdata
+
+    from costtune.gp import _rankdata
+
+    draw = np.random.default_rng(0)
+    for n, decimals in ((1, 0), (7, 0), (128, 1), (128, 8), (300, 0)):
+        values = np.round(draw.normal(size=n), decimals)
+        assert np.array_equal(_rankdata(values), rankdata(values))
+
+
 def test_the_gps_leave_one_out_check_reads_whether_it_ranks_trials_it_was_not_shown() -> None:
     """``loo_spearman``, judged once the process holds ``MODEL_CHECK_MIN_TRIALS`` (20) trials: on a
     smooth objective its leave-one-out predictions rank the trials it fitted (none below 0.6; as it
