@@ -579,7 +579,7 @@ class CpuGPSampler(optuna.samplers.GPSampler):
             return {}
         states = (TrialState.COMPLETE, TrialState.RUNNING)
         trials = study._get_trials(deepcopy=False, states=states, use_cache=False)
-        completed = [t for t in trials if t.state == TrialState.COMPLETE]
+        completed = [t for t in trials if t.state is TrialState.COMPLETE]
         floor = self._fit_floor(completed)
         if floor != getattr(self, "_fitted_floor", None):  # other trials: refit, not reuse
             self._fitted_floor = floor
@@ -587,11 +587,6 @@ class CpuGPSampler(optuna.samplers.GPSampler):
             self._failed_at = None
         if floor is not None:
             completed = [t for t in completed if t.user_attrs.get(EPOCHS_ATTR, floor) >= floor]
-        running = [
-            t
-            for t in trials
-            if t.state == TrialState.RUNNING and search_space.keys() <= _gp_module._get_params(t).keys()
-        ]
         if len(completed) < self._n_startup_trials:
             return {}
         failed_at = getattr(self, "_failed_at", None)  # absent in an older pickle
@@ -602,6 +597,11 @@ class CpuGPSampler(optuna.samplers.GPSampler):
         ):  # the check failed since the kernel's last fit, and the trials have not grown enough
             self._fell_back.add(trial.number)  # to refit it: TPE proposes, unchecked
             return {}
+        running = [
+            t
+            for t in trials
+            if t.state == TrialState.RUNNING and search_space.keys() <= _gp_module._get_params(t).keys()
+        ]
         fitted_at = getattr(self, "_costtune_fitted_at", 0)  # absent in a pickle from before
         reuse = (
             len(completed) > REFIT_EVERY_ASK_UNTIL
