@@ -433,6 +433,44 @@ def test_the_lean_log_ei_is_optunas_log_ei() -> None:
     assert np.argmax(ours) == np.argmax(theirs)
 
 
+def test_the_believer_never_builds_the_q_batch_posterior_it_replaces(monkeypatch) -> None:
+    """With trials running, the fast ask's q-batch LogEI is only a stand-in
+    (``_DeferredQLogEI``): the believer takes its place from its arguments, so Optuna's joint
+    posterior over the running trials is never built, and the proposals are those the built
+    one gave; per unit of cost, where the believer does not apply, it is built when evaluated."""
+    import optuna._gp.gp as optuna_gp
+
+    from costtune import gp
+
+    built = []
+    init = optuna_gp.ConditionalGPRegressor.__init__
+
+    def spy(self, *args, **kwargs):  # type: ignore[no-untyped-def]
+        built.append(1)
+        init(self, *args, **kwargs)
+
+    monkeypatch.setattr(optuna_gp.ConditionalGPRegressor, "__init__", spy)
+
+    def asks(**kwargs) -> list[dict]:  # type: ignore[no-untyped-def]
+        told, dists, _ = _study_with_told_trials(60)
+        study = optuna.create_study(sampler=gp_sampler(0, fast_from=0, **kwargs))
+        for trial in told.trials:  # the same trials, each with a cost per epoch
+            cost = {gp.COST_ATTR: 1.0 + trial.params["layers"]}
+            study.add_trial(
+                optuna.trial.create_trial(
+                    params=trial.params, distributions=dists, value=trial.value, user_attrs=cost
+                )
+            )
+        return [study.ask(dists).params for _ in range(5)]
+
+    deferred = asks()
+    assert built == []
+    costed = asks(cost_exponent=0.5)
+    assert len(built) == 4  # the asks with trials running, evaluated through the per-cost wrapper
+    monkeypatch.setattr(gp, "_DeferredQLogEI", gp._QLOGEI)  # Optuna's own, built at once
+    assert asks() == deferred and asks(cost_exponent=0.5) == costed
+
+
 def test_the_fast_ask_with_running_trials_believes_them_and_spreads_out() -> None:
     """With trials running (asynchronous workers), the fast ask replaces Optuna's q-batch LogEI
     by a LogEI on a process that believes each running trial comes out at its posterior mean:
