@@ -466,10 +466,12 @@ class CpuGPSampler(optuna.samplers.GPSampler):
       acquisition is searched over a few hundred candidates (:func:`fast_optimize`, with
       Optuna's LogEI computed in NumPy by :func:`_lean_logei`) instead of Optuna's L-BFGS from
       many starts. With trials running, Optuna's q-batch LogEI gives way to the kriging
-      believer (:func:`_believer`), so that asynchronous workers ask as fast. An ask at 1,000
-      trials takes 2.4 ms median (3.9 ms with 7 running) instead of 0.49 s on the idle 2-core
-      machine (``benchmarks/overhead.py --searchers``; RESULTS, stop 23). ``fast_from=0``
-      takes it from the first model-driven ask (lcbench variant ``K``).
+      believer (:func:`_believer`), so that asynchronous workers ask as fast; Optuna's joint
+      posterior over the running trials, which the believer replaces, is never built
+      (:class:`_DeferredQLogEI`). An ask at 1,000 trials takes 3.4–4.6 ms median (5.0–5.2 ms
+      with 7 running) instead of 0.63 s on the 2-core machine (``benchmarks/overhead.py
+      --searchers``; RESULTS, stop 49). ``fast_from=0`` takes it from the first model-driven
+      ask (lcbench variant ``K``).
 
     With ``model_check`` θ (a sweep's ``searcher.model_check``, 0.4 by default), once the process
     holds :data:`MODEL_CHECK_MIN_TRIALS` trials, each ask checks it (:func:`loo_spearman`): where
