@@ -441,6 +441,7 @@ class QuickTPESampler(optuna.samplers.TPESampler):
         key = self._ask_key(study, trial)
         split = self._split
         if split is None or split.key != key:
+            self._unbatch()  # the last ask asked fewer parameters than its batch drew for
             split = self._split = self._make_split(study, trial, key)
             self._batch = self._make_batch(split, name, dist)
         store = self._store
@@ -454,12 +455,7 @@ class QuickTPESampler(optuna.samplers.TPESampler):
             if served < len(batch.asked) and batch.asked[served] == (name, dist):
                 batch.served[0] += 1
                 return {name: batch.proposals[served]}
-            # asked out of the predicted order: the random stream goes to where the asks so far
-            # would have left it (each took 2 × n_ei_candidates draws), and this ask goes on alone
-            rng = self._rng.rng
-            rng.set_state(batch.state)
-            rng.random_sample(2 * self._n_ei_candidates * served)
-            self._batch = None
+            self._unbatch()  # asked out of the predicted order: this ask goes on one by one
         _truncnorm._log_ndtr, _truncnorm._ndtr = _log_ndtr, _ndtr
         try:
             if isinstance(dist, _NUMERIC):
@@ -476,6 +472,16 @@ class QuickTPESampler(optuna.samplers.TPESampler):
         finally:
             _truncnorm._log_ndtr, _truncnorm._ndtr = _OPTUNA_NDTR
         return {name: dist.to_external_repr(samples[int(np.argmax(score))].item())}
+
+    def _unbatch(self) -> None:
+        """Drops the batch, the random stream put where the parameters it served, asked one by
+        one, would have left it (each took 2 × ``n_ei_candidates`` draws)."""
+        batch = getattr(self, "_batch", None)  # absent in an older pickle
+        if batch is not None and batch.served[0] < len(batch.asked):
+            rng = self._rng.rng
+            rng.set_state(batch.state)
+            rng.random_sample(2 * self._n_ei_candidates * batch.served[0])
+        self._batch = None
 
     def _make_batch(self, split: _Split, name: str, dist: Any) -> _Batch | None:
         """At an ask's first parameter, the proposals for every parameter the latest finished

@@ -1204,13 +1204,13 @@ def test_the_quick_tpe_proposes_what_optunas_does_on_conditional_tied_and_pruned
     assert all(_same_proposal(a, b) for a, b in zip(*proposals, strict=True)), proposals
 
 
-@pytest.mark.parametrize("shuffled", [False, True])
+@pytest.mark.parametrize("shuffled", [False, True, "fewer"])
 def test_the_quick_tpe_proposes_an_asks_numeric_parameters_at_once_as_optuna_does_one_by_one(
     shuffled,
 ) -> None:
     """Over numeric parameters an ask's proposals are made together at its first parameter, in
     the order the latest trial asked them; they are Optuna's, one parameter after another, and
-    where an ask takes another order or other parameters, the rest of it is too."""
+    where an ask takes another order, the rest of it is too, or where it asks fewer, the next."""
     from costtune.tpe import QuickTPESampler
 
     space = {
@@ -1228,17 +1228,22 @@ def test_the_quick_tpe_proposes_an_asks_numeric_parameters_at_once_as_optuna_doe
     served = 0
     for k in range(8):
         names = list(space)
-        if shuffled and k % 2:
+        if shuffled is True and k % 2:
             order.shuffle(names)
+        elif shuffled == "fewer" and k % 2:
+            names = names[:2]  # a conditional space: the rest are not asked this time
         for study, seen in zip(studies, proposals, strict=True):
             trial = study.ask()
             params = {name: trial._suggest(name, space[name]) for name in names}
             seen.append(params)
-            study.tell(trial, (np.log10(params["lr"]) + 2) ** 2 + params["wd"] + 0.01 * params["layers"])
+            study.tell(
+                trial,
+                (np.log10(params["lr"]) + 2) ** 2 + params.get("wd", 0.05) + 0.01 * params.get("layers", 3),
+            )
         batch = studies[1].sampler._batch
         served += batch.served[0] if batch is not None else 0
     assert all(_same_proposal(a, b) for a, b in zip(*proposals, strict=True)), proposals
-    if shuffled:  # some asks took the predicted order, and the others went one by one
+    if shuffled:  # some asks took the predicted order; the others went one by one, or asked fewer
         assert 0 < served < 8 * len(space)
     else:
         assert served == 8 * len(space)
