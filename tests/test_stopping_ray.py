@@ -167,11 +167,20 @@ def test_cost_aware_pbt_exploits_and_conserves_metered_cost(ray_session, tmp_pat
             },  # half exploits at every epoch: robust to start order
         }
     )
-    result = run_sweep(config, tmp_path / "run")
+    # Ray's PBT compares a trial only with trials that have reported: where one actor starts
+    # seconds late on a loaded machine, the others run their epochs alone and none can exploit
+    # (the CI flake of stop 49: trial 1 reported nothing until trials 0, 2 and 3 had ended). A
+    # second sweep then tries again; both finding no exploit fails, and every other check holds
+    # for the sweep that is checked.
+    for attempt in range(2):
+        run = tmp_path / f"run{attempt}"
+        result = run_sweep(config, run)
+        if list((run / "ray").glob("pbt_policy_*.txt")):
+            break
     frame = result.trials
     assert set(frame["stop_reason"]) == {"completed"}
-    assert list((tmp_path / "run" / "ray").glob("pbt_policy_*.txt")), "no trial exploited another"
-    events = [json.loads(line) for line in (tmp_path / "run" / "ledger.jsonl").read_text().splitlines()]
+    assert list((run / "ray").glob("pbt_policy_*.txt")), "no trial exploited another, twice"
+    events = [json.loads(line) for line in (run / "ledger.jsonl").read_text().splitlines()]
     increments = [e["increment"] for e in events if e["event"] == "result"]
     # what each stretch between pauses held untimed (start-up, hand-offs), charged as it ended
     held = [e["seconds"] for e in events if e["event"] == "charge"]
