@@ -170,25 +170,6 @@ class _Kernels(NamedTuple):
             low, high = math.log(low), math.log(high)
         return cls(mu, sigma, weights, float(low), float(high), float(step))
 
-    def sample(self, rng: np.random.RandomState, size: int, dist: Any) -> np.ndarray:
-        """Optuna's ``_MixtureOfProductDistribution.sample`` for this one parameter: the same
-        draws from ``rng`` in the same order, so the same samples."""
-        active = rng.choice(len(self.weights), p=self.weights, size=size)
-        mus, sigmas = np.asarray([self.mu[active]]), np.asarray([self.sigma[active]])
-        lows, highs = np.asarray([self.low]), np.asarray([self.high])
-        x = _truncnorm.rvs(
-            a=(lows[:, np.newaxis] - mus) / sigmas,
-            b=(highs[:, np.newaxis] - mus) / sigmas,
-            loc=mus,
-            scale=sigmas,
-            random_state=rng,
-        )[0]
-        if dist.log:
-            x = np.exp(x)
-        if self.step:
-            x = np.clip(dist.low + np.round((x - dist.low) / self.step) * self.step, dist.low, dist.high)
-        return x
-
     def log_pdf(self, x: np.ndarray, is_log: bool) -> np.ndarray:
         """Optuna's mixture log density at ``x`` (``_MixtureOfProductDistribution.log_pdf``):
         the same density, to rounding (~1e-13 of it). A stepped parameter's density is each
@@ -456,19 +437,15 @@ class QuickTPESampler(optuna.samplers.TPESampler):
                 batch.served[0] += 1
                 return {name: batch.proposals[served]}
             self._unbatch()  # asked out of the predicted order: this ask goes on one by one
+        if isinstance(dist, _NUMERIC):
+            n_ei = self._n_ei_candidates
+            return {name: self._propose(split, [(name, dist)], self._rng.rng.random_sample(2 * n_ei))[0]}
         _truncnorm._log_ndtr, _truncnorm._ndtr = _log_ndtr, _ndtr
-        try:
-            if isinstance(dist, _NUMERIC):
-                parameters = self._parzen_estimator_parameters
-                below = _Kernels.build(self._observations(split, split.good, name, dist), dist, parameters)
-                above = _Kernels.build(self._observations(split, split.rest, name, dist), dist, parameters)
-                samples = below.sample(self._rng.rng, self._n_ei_candidates, dist)
-                score = below.log_pdf(samples, dist.log) - above.log_pdf(samples, dist.log)
-            else:
-                below_mix = self._parzen(split, split.good, name, dist)
-                above_mix = self._parzen(split, split.rest, name, dist)
-                samples = below_mix.sample(self._rng.rng, self._n_ei_candidates)[:, 0]
-                score = _mixture_log_pdf(below_mix, samples) - _mixture_log_pdf(above_mix, samples)
+        try:  # a categorical parameter: Optuna's own estimators, its density computed here
+            below = self._parzen(split, split.good, name, dist)
+            above = self._parzen(split, split.rest, name, dist)
+            samples = below.sample(self._rng.rng, self._n_ei_candidates)[:, 0]
+            score = _mixture_log_pdf(below, samples) - _mixture_log_pdf(above, samples)
         finally:
             _truncnorm._log_ndtr, _truncnorm._ndtr = _OPTUNA_NDTR
         return {name: dist.to_external_repr(samples[int(np.argmax(score))].item())}
@@ -498,9 +475,18 @@ class QuickTPESampler(optuna.samplers.TPESampler):
             or any(not isinstance(d, _NUMERIC) or n in store.not_float for n, d in asked)
         ):
             return None
-        rng, n_ei, parameters = self._rng.rng, self._n_ei_candidates, self._parzen_estimator_parameters
+        rng = self._rng.rng
         state = rng.get_state()
-        draws = rng.random_sample(2 * n_ei * len(asked)).reshape(len(asked), 2, n_ei)
+        proposals = self._propose(split, asked, rng.random_sample(2 * self._n_ei_candidates * len(asked)))
+        return _Batch(split.key, asked, proposals, state, [0])
+
+    def _propose(self, split: _Split, asked: list[tuple[str, Any]], draws: np.ndarray) -> list[Any]:
+        """Optuna's univariate TPE proposal for each numeric parameter in ``asked`` from
+        ``draws``, 2 × ``n_ei_candidates`` uniforms a parameter, in order: its candidates'
+        kernels (``RandomState.choice(p=weights)`` on the first half), then their truncated
+        normals' quantiles; each candidate scored by the good trials' density over the rest's."""
+        n_ei, parameters = self._n_ei_candidates, self._parzen_estimator_parameters
+        draws = draws.reshape(len(asked), 2, n_ei)
         kernels = []
         loc, scale = np.empty((len(asked), n_ei)), np.empty((len(asked), n_ei))
         low, high = np.empty((len(asked), 1)), np.empty((len(asked), 1))
@@ -514,7 +500,7 @@ class QuickTPESampler(optuna.samplers.TPESampler):
             loc[p], scale[p] = below.mu[active], below.sigma[active]
             low[p], high[p] = below.low, below.high
         _truncnorm._log_ndtr, _truncnorm._ndtr = _log_ndtr, _ndtr
-        try:
+        try:  # Optuna's truncnorm.rvs on those quantiles
             x = _truncnorm.ppf(draws[:, 1, :], (low - loc) / scale, (high - loc) / scale) * scale + loc
         finally:
             _truncnorm._log_ndtr, _truncnorm._ndtr = _OPTUNA_NDTR
@@ -527,7 +513,7 @@ class QuickTPESampler(optuna.samplers.TPESampler):
                 )
             score = below.log_pdf(samples, d.log) - above.log_pdf(samples, d.log)
             proposals.append(d.to_external_repr(samples[int(np.argmax(score))].item()))
-        return _Batch(split.key, asked, proposals, state, [0])
+        return proposals
 
     def _make_split(self, study: Any, trial: Any, key: tuple[Any, ...]) -> _Split:
         """Optuna's ``_split_trials`` for one objective and no constraints, with the constant
