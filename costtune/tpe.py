@@ -58,35 +58,13 @@ def _pruned_score(trial: Any, minimize: bool) -> tuple[float, float]:
     return 1, 0.0
 
 
-def _mixture_log_pdf(mixture: Any, x: np.ndarray) -> np.ndarray:
-    """Optuna's ``_MixtureOfProductDistribution.log_pdf`` for one parameter, the same operations
-    in the same order, without its per-call generality: the log density of each of ``x`` under
-    the mixture of ``mixture``'s kernels."""
+def _categorical_log_pdf(mixture: Any, x: np.ndarray) -> np.ndarray:
+    """Optuna's ``_MixtureOfProductDistribution.log_pdf`` for one categorical parameter: the
+    log density of each choice index in ``x`` under ``mixture``'s kernels (numeric parameters
+    go through :class:`_Kernels`)."""
     (d,) = mixture.distributions
-    if isinstance(d, _pe_module._BatchedCategoricalDistributions):
-        per_kernel = np.log(d.weights[:, x.astype(np.int64)].T)
-    elif d.step == 0.0:
-        xt = (np.log(x) if d.is_log else x)[:, None]
-        low, high = d.adapted_low, d.adapted_high
-        a, b = (low - d.mu) / d.sigma, (high - d.mu) / d.sigma
-        z = (xt - d.mu) / d.sigma
-        per_kernel = (
-            (-(z**2) / 2.0 - _truncnorm._norm_pdf_logC) - _truncnorm._log_gauss_mass(a, b) - np.log(d.sigma)
-        )
-        per_kernel = np.where((z < a) | (z > b), -np.inf, per_kernel)
-    else:
-        xu, inverse = np.unique(x, return_inverse=True)
-        step = d.step
-        left = np.log(xu - step / 2) if d.is_log else xu - step / 2
-        right = np.log(xu + step / 2) if d.is_log else xu + step / 2
-        mass = _truncnorm._log_gauss_mass((left[:, None] - d.mu) / d.sigma, (right[:, None] - d.mu) / d.sigma)
-        norm = _truncnorm._log_gauss_mass((d.adapted_low - d.mu) / d.sigma, (d.adapted_high - d.mu) / d.sigma)
-        per_kernel = (mass - norm)[inverse]
-    weighted = per_kernel + np.log(mixture.weights)[None, :]
-    top = weighted.max(axis=1)
-    top[np.isneginf(top)] = 0
-    with np.errstate(divide="ignore"):
-        return np.log(np.exp(weighted - top[:, None]).sum(axis=1)) + top
+    per_kernel = np.log(d.weights[:, x.astype(np.int64)].T)
+    return _log_sum_exp(per_kernel + np.log(mixture.weights)[np.newaxis, :])
 
 
 def _log_mass(a: np.ndarray, b: np.ndarray) -> np.ndarray:
@@ -445,7 +423,7 @@ class QuickTPESampler(optuna.samplers.TPESampler):
             below = self._parzen(split, split.good, name, dist)
             above = self._parzen(split, split.rest, name, dist)
             samples = below.sample(self._rng.rng, self._n_ei_candidates)[:, 0]
-            score = _mixture_log_pdf(below, samples) - _mixture_log_pdf(above, samples)
+            score = _categorical_log_pdf(below, samples) - _categorical_log_pdf(above, samples)
         finally:
             _truncnorm._log_ndtr, _truncnorm._ndtr = _OPTUNA_NDTR
         return {name: dist.to_external_repr(samples[int(np.argmax(score))].item())}
