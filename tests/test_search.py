@@ -471,6 +471,71 @@ def test_the_believer_never_builds_the_q_batch_posterior_it_replaces(monkeypatch
     assert asks() == deferred and asks(cost_exponent=0.5) == costed
 
 
+def _told_only(base):  # type: ignore[no-untyped-def]
+    """A new ``GPRegressor`` on ``base``'s told trials with its kernel's hyperparameters, its
+    matrices not yet factorised."""
+    import optuna._gp.gp as optuna_gp
+
+    return optuna_gp.GPRegressor(
+        is_categorical=base._is_categorical,
+        X_train=base._X_train,
+        y_train=base._y_train.squeeze(-1),
+        inverse_squared_lengthscales=base.inverse_squared_lengthscales,
+        kernel_scale=base.kernel_scale,
+        noise_var=base.noise_var,
+    )
+
+
+def test_the_believers_process_is_optunas_with_the_running_trials_appended() -> None:
+    """The believer's NumPy process (the Cholesky factor extended by the running points, the
+    told trials' weights with a 0 per running one) is Optuna's ``append_running_data`` at the
+    posterior means: the same factor, weights and posterior, categorical dimension included."""
+    import optuna._gp.acqf as acqf_module
+    import torch
+
+    from costtune import gp
+
+    study, dists, _ = _study_with_told_trials(60)
+    study.sampler._fast_from = 0
+    captured: list = []
+    original = gp.fast_optimize
+
+    def capture(acqf, best_params, rng, **kwargs):  # type: ignore[no-untyped-def]
+        captured.append(acqf)
+        return original(acqf, best_params, rng, **kwargs)
+
+    gp.fast_optimize = capture  # type: ignore[assignment]
+    try:
+        study.ask(dists)
+    finally:
+        gp.fast_optimize = original  # type: ignore[assignment]
+    base = captured[0]._gpr
+    running = np.random.RandomState(5).random_sample((6, 4))
+    running[:, 3] = np.floor(running[:, 3] * 3)
+    running[5] = base._X_train.numpy()[int(base._y_train.argmax())]  # at the best told trial's point
+    threshold = float(base._y_train.median())  # a bar the believed best clears: it is raised
+    q = acqf_module.qLogEI(base, captured[0].search_space, threshold, 128, 0, running)
+    ours = gp._believer(q)
+    assert type(ours) is acqf_module.LogEI
+
+    theirs = _told_only(base)  # Optuna's own: posterior means appended as observations
+    theirs._cov_Y_Y_chol, theirs._cov_Y_Y_inv_Y = base._cov_Y_Y_chol, base._cov_Y_Y_inv_Y
+    with torch.no_grad():
+        believed, _ = theirs.posterior(torch.from_numpy(running))
+        theirs.append_running_data(torch.from_numpy(running), believed)
+    mine = ours._gpr
+    assert torch.allclose(mine._cov_Y_Y_chol, theirs._cov_Y_Y_chol, rtol=1e-8, atol=1e-10)
+    assert torch.allclose(mine._cov_Y_Y_inv_Y, theirs._cov_Y_Y_inv_Y, rtol=1e-6, atol=1e-6)
+    assert torch.allclose(mine._y_all, theirs._y_all) and torch.equal(mine._X_all, theirs._X_all)
+    assert float(believed.max()) > threshold and ours._threshold == pytest.approx(float(believed.max()))
+    X = torch.from_numpy(np.random.RandomState(6).random_sample((50, 4)))
+    X[:, 3] = torch.floor(X[:, 3] * 3)
+    with torch.no_grad():
+        for a, b in zip(mine.posterior(X), theirs.posterior(X), strict=True):
+            assert torch.allclose(a, b, rtol=1e-8, atol=1e-10)
+    assert base._X_all.shape[0] == 60  # the process it believes on is left as it was
+
+
 def test_the_fast_ask_with_running_trials_believes_them_and_spreads_out() -> None:
     """With trials running (asynchronous workers), the fast ask replaces Optuna's q-batch LogEI
     by a LogEI on a process that believes each running trial comes out at its posterior mean:
@@ -508,7 +573,7 @@ def test_the_fast_ask_with_running_trials_believes_them_and_spreads_out() -> Non
     assert np.allclose(lean(X), believer.eval_acqf_no_grad(X), rtol=1e-6, atol=1e-6)
     # the same process and hyperparameters without the running trials, the bar at the best told
     base = believer._gpr
-    fresh = gp.copy_process(base)
+    fresh = _told_only(base)
     fresh._cache_matrix()
     without = acqf_module.LogEI(fresh, believer.search_space, float(base._y_train.max()))
     lean_without = gp._lean_logei(without)
@@ -976,6 +1041,41 @@ def test_the_gps_leave_one_out_check_reads_whether_it_ranks_trials_it_was_not_sh
         assert min(smooth.checks) >= 0.6
         assert float(np.median(noise.checks[-10:])) < 0.3
         assert not smooth._fell_back and not noise._fell_back
+
+
+def test_the_leave_one_out_predictions_are_those_of_a_process_refitted_without_each_trial() -> None:
+    """The check's closed form (μ₋ᵢ = yᵢ − [K⁻¹y]ᵢ / [K⁻¹]ᵢᵢ, from L⁻¹) gives what conditioning
+    the same kernel on the other n − 1 trials predicts at each trial, brute force."""
+    import optuna._gp.gp as optuna_gp
+    import torch
+
+    from costtune.gp import _spearman, loo_spearman
+
+    draw = np.random.default_rng(4)
+    X = draw.random((30, 3))
+    y = np.sin(4 * X[:, 0]) + X[:, 1] ** 2 + 0.3 * draw.normal(size=30)
+
+    def process(keep: np.ndarray):  # type: ignore[no-untyped-def]
+        gpr = optuna_gp.GPRegressor(
+            is_categorical=torch.zeros(3, dtype=torch.bool),
+            X_train=torch.from_numpy(X[keep]),
+            y_train=torch.from_numpy(y[keep]),
+            inverse_squared_lengthscales=torch.tensor([4.0, 2.0, 1.0], dtype=torch.float64),
+            kernel_scale=torch.tensor(1.5, dtype=torch.float64),
+            noise_var=torch.tensor(0.05, dtype=torch.float64),
+        )
+        gpr._cache_matrix()
+        return gpr
+
+    everyone = np.arange(30)
+    brute = np.empty(30)
+    with torch.no_grad():
+        for i in everyone:
+            mean, _ = process(everyone != i).posterior(torch.from_numpy(X[i]))
+            brute[i] = float(mean)
+    rho = loo_spearman(process(everyone == everyone))
+    assert rho is not None and rho == pytest.approx(_spearman(y, brute), abs=1e-12)
+    assert 0.3 < rho < 1.0  # a correlation the noise keeps from 1
 
 
 def test_where_the_gp_cannot_rank_its_own_trials_tpe_proposes() -> None:
