@@ -571,6 +571,37 @@ def test_lcbench_oracle_floor_is_the_cheapest_full_run_reaching_the_target() -> 
     assert oracle_floor([cheap_dip, dear_final], 0.29) == pytest.approx(52 * 36.0 / hour)
 
 
+def test_reachers_prices_the_reachers_full_runs_and_a_blind_searchs_screening_against_the_floor() -> None:
+    """benchmarks/reachers.py: of four configurations two reach the target (one only at an
+    early epoch); their full runs over the floor, the median configuration's, and a blind
+    search's expected first-rung screening (pool ÷ reachers draws) plus the median reacher."""
+    sys.path.insert(0, str(REPO / "benchmarks"))
+    import numpy as np
+    from reachers import reacher_stats
+
+    from costtune.curves import Curve
+
+    hour = 3600.0  # at $1 an hour, a second costs 1/3600 dollar
+    flat = np.full(10, 0.5)
+    dip = np.r_[0.5, 0.25, np.full(8, 0.4)]
+    curves = [
+        Curve("cheap", {}, np.linspace(0.5, 0.2, 10), np.full(10, 36.0), 1.0),  # $0.1, reaches at the end
+        Curve("dear", {}, dip, np.full(10, 108.0), 1.0),  # $0.3, reaches at epoch 2 only
+        Curve("a", {}, flat, np.full(10, 72.0), 1.0),  # $0.2
+        Curve("b", {}, flat, np.full(10, 144.0), 1.0),  # $0.4
+    ]
+    r = reacher_stats(curves, 0.3, 0.1, first_rung=2, usd_per_hour=1.0)
+    assert r.count == 2 and r.floor == 0.1
+    assert r.median == pytest.approx(2.0) and r.q10 == pytest.approx(1.2)  # (0.1 + 0.3) / 2; 0.1 + 0.1 × 0.2
+    assert r.typical == pytest.approx(2.5)  # the median of 0.1, 0.2, 0.3, 0.4
+    rung = 2 * (36 + 108 + 72 + 144) / 4 / hour  # two epochs at the pool's mean price
+    assert r.screen == pytest.approx((2 * rung + 0.2) / 0.1)
+    none = reacher_stats(curves, 0.1, 0.1, first_rung=2, usd_per_hour=1.0)
+    assert none.count == 0 and np.isnan(none.median) and np.isnan(none.screen)
+    with pytest.raises(ValueError, match="floor: must be positive"):
+        reacher_stats(curves, 0.3, 0.0, first_rung=2, usd_per_hour=1.0)
+
+
 def test_lcbench_noise_is_a_property_of_the_task_and_configuration() -> None:
     """--noise σ: each epoch's loss times exp(σ z); the same (task, configuration) gets the same
     noisy curve whatever its id (every method sees one recorded curve), another task or
