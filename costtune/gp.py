@@ -488,10 +488,10 @@ class CpuGPSampler(optuna.samplers.GPSampler):
       many starts. With trials running, Optuna's q-batch LogEI gives way to the kriging
       believer (:func:`_believer`), so that asynchronous workers ask as fast; Optuna's joint
       posterior over the running trials, which the believer replaces, is never built
-      (:class:`_DeferredQLogEI`). An ask at 1,000 trials takes 3.4–4.6 ms median (5.0–5.2 ms
-      with 7 running) instead of 0.63 s on the 2-core machine (``benchmarks/overhead.py
-      --searchers``; RESULTS, stop 49). ``fast_from=0`` takes it from the first model-driven
-      ask (lcbench variant ``K``).
+      (:class:`_DeferredQLogEI`), and the believing process is built in NumPy. An ask at 1,000
+      trials takes 3.9–4.6 ms median (4.3–4.7 ms with 7 running) instead of 0.7 s on the 2-core
+      machine (``benchmarks/overhead.py --searchers``; RESULTS, stop 50). ``fast_from=0`` takes
+      it from the first model-driven ask (lcbench variant ``K``).
 
     With ``model_check`` θ (a sweep's ``searcher.model_check``, 0.4 by default), once the process
     holds :data:`MODEL_CHECK_MIN_TRIALS` trials, each ask checks it (:func:`loo_spearman`): where
