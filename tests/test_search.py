@@ -486,7 +486,7 @@ def _told_only(base):  # type: ignore[no-untyped-def]
     )
 
 
-def test_the_believers_process_is_optunas_with_the_running_trials_appended() -> None:
+def test_the_believers_process_is_optunas_with_the_running_trials_appended(monkeypatch) -> None:
     """The believer's NumPy process (the Cholesky factor extended by the running points, the
     told trials' weights with a 0 per running one) is Optuna's ``append_running_data`` at the
     posterior means: the same factor, weights and posterior, categorical dimension included."""
@@ -497,18 +497,12 @@ def test_the_believers_process_is_optunas_with_the_running_trials_appended() -> 
 
     study, dists, _ = _study_with_told_trials(60)
     study.sampler._fast_from = 0
-    captured: list = []
-    original = gp.fast_optimize
-
-    def capture(acqf, best_params, rng, **kwargs):  # type: ignore[no-untyped-def]
-        captured.append(acqf)
-        return original(acqf, best_params, rng, **kwargs)
-
-    gp.fast_optimize = capture  # type: ignore[assignment]
-    try:
-        study.ask(dists)
-    finally:
-        gp.fast_optimize = original  # type: ignore[assignment]
+    captured: list = []  # the acquisition the fast ask searches
+    search = gp.fast_optimize
+    monkeypatch.setattr(
+        gp, "fast_optimize", lambda acqf, *a, **kw: captured.append(acqf) or search(acqf, *a, **kw)
+    )
+    study.ask(dists)
     base = captured[0]._gpr
     running = np.random.RandomState(5).random_sample((6, 4))
     running[:, 3] = np.floor(running[:, 3] * 3)
