@@ -88,6 +88,20 @@ def _log_mass(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     return out
 
 
+def _step_mass(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """:func:`_log_mass` (each a ≤ b), computed as log(Φ(b) - Φ(a)) on the side of 0 where both
+    are accurate (an upper interval mirrored into the lower tail); across 0, or where that
+    difference is lost, Optuna's formula."""
+    flip = a > 0
+    a, b = np.where(flip, -b, a), np.where(flip, -a, b)
+    with np.errstate(divide="ignore"):
+        mass = np.log(_ndtr(b) - _ndtr(a))
+    hard = (b > 0) | ~np.isfinite(mass)
+    if hard.any():
+        mass[hard] = _log_mass(a[hard], b[hard])
+    return np.asarray(mass)
+
+
 @functools.lru_cache(maxsize=8)
 def _default_weights(n: int) -> np.ndarray:
     """Optuna's ``default_weights(n)``, kept for the next ask's same ``n`` (read, never written)."""
@@ -106,6 +120,7 @@ class _Kernels(NamedTuple):
     low: float  # the truncation, as Optuna's batched distributions adapt it
     high: float
     step: float  # 0 for a continuous parameter
+    order: np.ndarray  # the observations' kernels (all but the prior's, the last) by μ
 
     @classmethod
     def build(cls, observations: np.ndarray, dist: Any, parameters: Any) -> _Kernels:
@@ -146,30 +161,51 @@ class _Kernels(NamedTuple):
             low, high = dist.low - step / 2, dist.high + step / 2
         if dist.log:  # as Optuna's batched distributions adapt them: math.log, not np.log
             low, high = math.log(low), math.log(high)
-        return cls(mu, sigma, weights, float(low), float(high), float(step))
+        return cls(mu, sigma, weights, float(low), float(high), float(step), order)
 
     def log_pdf(self, x: np.ndarray, is_log: bool) -> np.ndarray:
         """Optuna's mixture log density at ``x`` (``_MixtureOfProductDistribution.log_pdf``):
-        the same density, to rounding (~1e-13 of it). A stepped parameter's density is each
-        kernel's mass over the step around each unique ``x``. Where this computes less than
-        Optuna:
+        the same density, to rounding (~1e-13 of it; ``tests/test_search.py`` compares them). A
+        stepped parameter's density is each kernel's mass over the step around each unique
+        ``x``. Where this computes less than Optuna:
 
         - A kernel whose term at an ``x`` is more than 700 nats below the largest adds less
           than 1e-304 of it; it is taken as 700 below (``exp`` of a number that small is
           subnormal, and slow).
-        - Stepped kernels at the same (μ, σ) (an integer parameter's repeated values) are one,
-          their weights summed. A stepped kernel's mass at an ``x`` is computed only where a
-          bound on it (the step's width times the normal density at the step's nearest end)
-          comes within 40 nats of the prior kernel's term there; the rest add less than 5e-18
-          of the density each. Away from the
-          kernel's centre it is Φ(b) - Φ(a), on the side of the centre where both are accurate;
-          across the centre it is Optuna's formula.
+        - A continuous parameter's terms are exponentiated against the largest kernel constant
+          (weight over normalisation), not each ``x``'s largest term: no pass for each row's
+          maximum. The prior kernel's term, a few nats below that constant, keeps each sum
+          from underflowing; where it is 600 nats below, or an ``x`` lies outside the range,
+          Optuna's order is kept.
+        - Stepped kernels at the same (μ, σ) next to each other by μ (an integer parameter's
+          repeated values) are one, their weights summed. Past 2,000 (candidate, kernel) pairs
+          a stepped kernel's mass at an ``x`` is computed only where a bound on it (the step's
+          width times the normal density at the step's nearest end) comes within 40 nats of
+          the prior kernel's term there; the rest add less than 5e-18 of the density each.
+          Those kernels are found by μ in a window around each step, as wide as the furthest
+          reach of all but the widest (those past 4 times the mean reach, taken at every
+          step). A kernel's mass is Φ(b) - Φ(a) on the side of its centre where both are
+          accurate; across the centre it is Optuna's formula (:func:`_step_mass`).
         """
         sigma, log_weights = self.sigma, np.log(self.weights)
         if not self.step:
             xt = np.log(x) if is_log else x
             a, b = (self.low - self.mu) / sigma, (self.high - self.mu) / sigma
             constant = log_weights - _log_mass(a, b) - np.log(sigma) - _truncnorm._norm_pdf_logC
+            if self.low <= xt.min() and xt.max() <= self.high:
+                # each term's exp taken against the largest kernel constant, not each row's
+                # largest term: the prior kernel's term, never 600 nats below it, keeps each
+                # row's sum from underflowing
+                top = constant.max()
+                prior = constant[-1] - 0.5 * ((xt - self.mu[-1]) / sigma[-1]) ** 2
+                if top - prior.min() < 600.0:
+                    half_z2 = np.subtract(xt[:, np.newaxis], self.mu)
+                    half_z2 *= math.sqrt(0.5) / sigma
+                    half_z2 *= half_z2  # z²/2
+                    terms = np.subtract(constant - top, half_z2, out=half_z2)
+                    np.maximum(terms, -700.0, out=terms)
+                    np.exp(terms, out=terms)
+                    return np.asarray(np.log(terms.sum(axis=1)) + top)
             weighted = np.subtract(xt[:, np.newaxis], self.mu)
             weighted /= sigma  # z, in place: this array is the density's bulk
             outside = (
@@ -186,21 +222,20 @@ class _Kernels(NamedTuple):
             left = np.log(xu - half) if is_log else xu - half
             right = np.log(xu + half) if is_log else xu + half
             if len(xu) * len(self.mu) <= _DENSE_PAIRS:  # few kernels: each one's mass, Optuna's formula
-                mass = _log_mass(
+                mass = _step_mass(
                     (left[:, np.newaxis] - self.mu) / sigma, (right[:, np.newaxis] - self.mu) / sigma
                 )
                 norm = _log_mass((self.low - self.mu) / sigma, (self.high - self.mu) / sigma)
                 return _log_sum_exp(((mass - norm) + log_weights)[inverse])
             # kernels at the same (μ, σ), an integer parameter's repeated values, have the same mass
-            # everywhere: one kernel, their weights summed
-            by_mu = np.lexsort((sigma, self.mu))
-            mu, sigma = self.mu[by_mu], sigma[by_mu]
+            # everywhere: one kernel, their weights summed (those next to each other by μ)
+            order = self.order
+            mu, sigma = self.mu[order], sigma[order]
             first = np.empty(len(mu), dtype=bool)
             first[0], first[1:] = True, (mu[1:] != mu[:-1]) | (sigma[1:] != sigma[:-1])
             group = np.cumsum(first) - 1
-            prior_group = group[np.flatnonzero(by_mu == len(mu) - 1)[0]]
-            mu, sigma = mu[first], sigma[first]
-            log_weights = np.log(np.bincount(group, weights=self.weights[by_mu]))
+            mu, sigma = mu[first], sigma[first]  # by μ
+            log_weights = np.log(np.bincount(group, weights=self.weights[order]))
             norm = _log_mass((self.low - mu) / sigma, (self.high - mu) / sigma)
             p_mu, p_sigma = self.mu[-1], self.sigma[-1]
             p_norm = _log_mass(
@@ -217,20 +252,25 @@ class _Kernels(NamedTuple):
                     np.log(right - left) - _truncnorm._norm_pdf_logC - prior + 40.0
                 )
             reach = sigma * np.sqrt(2.0 * np.maximum(slack, 0.0))
-            keep = (mu - reach <= right[:, np.newaxis]) & (mu + reach >= left[:, np.newaxis])
-            keep[:, prior_group] = True
-            j, k = np.nonzero(keep)
-            a, b = (left[j] - mu[k]) / sigma[k], (right[j] - mu[k]) / sigma[k]
-            flip = a > 0  # the upper tail, mirrored into the lower one
-            a, b = np.where(flip, -b, a), np.where(flip, -a, b)
-            with np.errstate(divide="ignore"):
-                mass = np.log(_ndtr(b) - _ndtr(a))
-            hard = (b > 0) | ~np.isfinite(mass)  # across the centre, or Φ(b) - Φ(a) lost
-            if hard.any():
-                mass[hard] = _log_mass(a[hard], b[hard])
-            weighted = np.full(keep.shape, -np.inf)
-            weighted[j, k] = mass - norm[k] + log_weights[k]
-            weighted = weighted[inverse]
+            # the kernels of a reach up to 4 times the mean (all but a quarter at most) are found
+            # in a window that wide around each step; the wider ones are taken at every step
+            wide = reach > 4.0 * reach.mean()
+            narrow = np.flatnonzero(~wide)
+            radius = float(reach[narrow].max()) if len(narrow) else 0.0
+            rows, k, _ = _pairs(mu[narrow], left - radius, right + radius)
+            k = narrow[k]
+            if wide.any():  # appended row by row: each row's kernels stay together
+                broad = np.flatnonzero(wide)
+                rows = np.concatenate([rows, np.repeat(np.arange(len(xu)), len(broad))])
+                k = np.concatenate([k, np.tile(broad, len(xu))])
+                by_row = np.argsort(rows, kind="stable")
+                rows, k = rows[by_row], k[by_row]
+            near = (mu[k] - reach[k] <= right[rows]) & (mu[k] + reach[k] >= left[rows])
+            j, k = rows[near], k[near]
+            mass = _step_mass((left[j] - mu[k]) / sigma[k], (right[j] - mu[k]) / sigma[k])
+            terms = mass - norm[k] + log_weights[k]
+            counts = np.bincount(j, minlength=len(xu))
+            return _log_sum_exp_rows(prior[:, np.newaxis], j, terms, counts)[inverse]
         return _log_sum_exp(weighted)
 
 
@@ -245,6 +285,41 @@ def _log_sum_exp(weighted: np.ndarray) -> np.ndarray:
     np.exp(terms, out=terms)
     with np.errstate(divide="ignore"):
         return np.log(terms.sum(axis=1)) + top
+
+
+def _pairs(ordered: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Each (row j, position p) with ``lo[j] <= ordered[p] <= hi[j]`` (``ordered`` ascending),
+    row by row, and how many each row has."""
+    first = ordered.searchsorted(lo, side="left")
+    counts = np.maximum(ordered.searchsorted(hi, side="right") - first, 0)
+    ends = np.cumsum(counts)
+    rows = np.repeat(np.arange(len(lo)), counts)
+    positions = np.arange(ends[-1] if len(ends) else 0) + np.repeat(first - (ends - counts), counts)
+    return rows, positions, counts
+
+
+def _log_sum_exp_rows(
+    dense: np.ndarray, rows: np.ndarray, terms: np.ndarray, counts: np.ndarray
+) -> np.ndarray:
+    """:func:`_log_sum_exp` of each row of ``dense`` together with that row's ``terms`` (grouped
+    by row: ``rows`` holds each term's, ``counts`` how many each row has)."""
+    top = dense.max(axis=1)
+    some = counts > 0
+    starts = (np.cumsum(counts) - counts)[some]
+    if len(terms):
+        top[some] = np.maximum(top[some], np.maximum.reduceat(terms, starts))
+    top[np.isneginf(top)] = 0
+    shifted = np.subtract(dense, top[:, np.newaxis])
+    np.maximum(shifted, -700.0, out=shifted)
+    np.exp(shifted, out=shifted)
+    total = shifted.sum(axis=1)
+    if len(terms):
+        shift = terms - top[rows]
+        np.maximum(shift, -700.0, out=shift)
+        np.exp(shift, out=shift)
+        total[some] += np.add.reduceat(shift, starts)
+    with np.errstate(divide="ignore"):
+        return np.log(total) + top
 
 
 class _Store:
