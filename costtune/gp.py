@@ -633,25 +633,18 @@ class CpuGPSampler(optuna.samplers.GPSampler):
         return super()._optimize_acqf(acqf, best_params)
 
     def sample_relative(self, study: Any, trial: Any, search_space: dict[str, Any]) -> dict[str, Any]:
-        threads = torch.get_num_threads()
-        torch.set_num_threads(1)
-        try:
-            with _blas().limit(limits=1, user_api="blas"):
-                return self._sample_relative(study, trial, search_space)
-        finally:
-            torch.set_num_threads(threads)
-
-    def _sample_relative(self, study: Any, trial: Any, search_space: dict[str, Any]) -> dict[str, Any]:
         if not _INTERNALS or torch.get_default_device().type != "cpu":
             return dict(super().sample_relative(study, trial, search_space))
         if search_space == {}:
             return {}
-        states = (TrialState.COMPLETE, TrialState.RUNNING)
-        trials = study._get_trials(deepcopy=False, states=states, use_cache=False)
         completed: list[Any] = []
         started: list[Any] = []  # one pass: the told trials, and those still running
-        for t in trials:
-            (completed if t.state is TrialState.COMPLETE else started).append(t)
+        done, running_state = TrialState.COMPLETE, TrialState.RUNNING
+        for t in study._get_trials(deepcopy=False, use_cache=False):
+            if t.state is done:
+                completed.append(t)
+            elif t.state is running_state:
+                started.append(t)
         floor = self._fit_floor(completed)
         if floor != getattr(self, "_fitted_floor", None):  # other trials: refit, not reuse
             self._fitted_floor = floor
@@ -697,9 +690,13 @@ class CpuGPSampler(optuna.samplers.GPSampler):
         deferred = fast and running and getattr(self, "_believer", True)  # absent in an older pickle
         if deferred:  # Optuna's sampler reads qLogEI through a lazily imported copy of the module
             _acqf.qLogEI = _gp_module.acqf_module.qLogEI = _DeferredQLogEI
+        threads = torch.get_num_threads()
+        torch.set_num_threads(1)  # the process's small linear algebra, on one thread
         try:
-            params: dict[str, Any] = self._sample_relative_impl(study, seen, running, space)
+            with _blas().limit(limits=1, user_api="blas"):
+                params: dict[str, Any] = self._sample_relative_impl(study, seen, running, space)
         finally:
+            torch.set_num_threads(threads)
             if deferred:
                 _acqf.qLogEI = _gp_module.acqf_module.qLogEI = _QLOGEI
             _REUSE_FIT.reset(token)
