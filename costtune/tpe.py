@@ -29,7 +29,12 @@ _TPE_INTERNALS = (
     and hasattr(optuna.samplers.TPESampler, "_sample")
 )
 _NUMERIC = (optuna.distributions.FloatDistribution, optuna.distributions.IntDistribution)
-_COMPLETE, _PRUNED, _RUNNING = TrialState.COMPLETE, TrialState.PRUNED, TrialState.RUNNING
+_COMPLETE, _PRUNED, _RUNNING, _FAIL = (
+    TrialState.COMPLETE,
+    TrialState.PRUNED,
+    TrialState.RUNNING,
+    TrialState.FAIL,
+)
 #: below this many (candidate, kernel) pairs a stepped parameter's density takes every kernel's
 #: mass as Optuna does; above it, the kernels that add nothing are skipped (``_Kernels.log_pdf``)
 _DENSE_PAIRS = 2_000
@@ -340,6 +345,21 @@ class _Store:
         self.pruned = np.zeros(64, dtype=bool)
         self.rank = np.zeros((64, 2))
         self.size = 0
+        # the study's leading trials (by number) that have all finished, none of which can change:
+        # how many, and the rows of those completed or pruned, in order
+        self.head = 0
+        self.head_rows = np.zeros(64, dtype=np.int64)
+        self.n_head = 0
+
+    def extend_head(self, index: int, row: int | None) -> None:
+        """Trial ``index``, the one after the head, has finished: its row (None where it
+        failed) joins the head."""
+        self.head = index + 1
+        if row is not None:
+            if self.n_head == len(self.head_rows):
+                self.head_rows = np.concatenate([self.head_rows, np.zeros(self.n_head, dtype=np.int64)])
+            self.head_rows[self.n_head] = row
+            self.n_head += 1
 
     def row(self, params: dict[str, Any]) -> np.ndarray:
         """``params`` as a row of the value columns (new names get a column)."""
@@ -574,27 +594,36 @@ class QuickTPESampler(optuna.samplers.TPESampler):
         completed are the good ones, then the pruned that got furthest (best at their last
         step); the rest, and the trials still running but this one, are the rest."""
         liar = self._constant_liar
-        states = (_COMPLETE, _PRUNED) + ((_RUNNING,) if liar else ())
-        trials = study._get_trials(deepcopy=False, states=states, use_cache=not liar)
+        trials = study._get_trials(deepcopy=False, use_cache=not liar)  # every trial, by number
         store = self._store
         if store is None or store.storage() is not study._storage or store.study_id != study._study_id:
             store = self._store = _Store(study._storage, study._study_id)
         minimize = study.direction == StudyDirection.MINIMIZE
         get = store.row_of.get
-        rows = [get(t._trial_id) for t in trials]
+        tail: list[int] = []  # the finished trials' rows past the first one still running
         running: list[Any] = []
-        if None in rows:  # new trials, or running ones
-            for i, row in enumerate(rows):
+        settled = True  # every trial so far has finished: the next one, finished, joins the head
+        for i in range(store.head, len(trials)):
+            t = trials[i]
+            state = t.state
+            if state is _COMPLETE or state is _PRUNED:
+                row = get(t._trial_id)
                 if row is None:
-                    t = trials[i]
-                    if t.state is _RUNNING:
-                        if t.number != trial.number:
-                            running.append(t)
-                    else:
-                        rows[i] = store.add(t, minimize)
-            finished = np.fromiter((r for r in rows if r is not None), dtype=np.int64)
-        else:
-            finished = np.array(rows, dtype=np.int64)
+                    row = store.add(t, minimize)
+                if settled:
+                    store.extend_head(i, row)
+                else:
+                    tail.append(row)
+            elif state is _FAIL:
+                if settled:
+                    store.extend_head(i, None)
+            else:  # running or waiting: it may finish later
+                settled = False
+                if liar and state is _RUNNING and t.number != trial.number:
+                    running.append(t)
+        finished = store.head_rows[: store.n_head]
+        if tail:
+            finished = np.concatenate([finished, np.array(tail, dtype=np.int64)])
         pruned = store.pruned[finished]
         complete, cut = finished[~pruned], finished[pruned]
         n_below = (self._gamma or _tpe_module.default_gamma)(len(finished))
