@@ -428,13 +428,15 @@ class QuickTPESampler(optuna.samplers.TPESampler):
     a sweep's ``searcher: {type: optuna}``, and the model check's fallback
     (:class:`CpuGPSampler`), which answers most asks of a sweep whose process ranks nothing.
     Optuna's ask at 1,000 trials takes ~0.1 s on the 2-core machine, this one ~4 ms
-    (``benchmarks/overhead.py --searchers``). It builds the same Parzen estimators and draws
+    (``benchmarks/overhead.py --searchers``; against an earlier version,
+    ``benchmarks/ask_ab.py``). It builds the same Parzen estimators and draws
     the same random numbers in the same order; what it does in fewer passes:
 
     - Optuna reads every trial's parameters, state and constraints, and splits the trials into
       the good and the rest, once per *parameter* of an ask; here a finished trial is read once
-      (it never changes) into a row of arrays, and the split is made once per ask, at its
-      first parameter, in NumPy.
+      (it never changes) into a row of arrays, the split is made once per ask, at its first
+      parameter, in NumPy, and only the trials past the study's settled head (its leading
+      trials, all finished) are looked at again.
     - It proposes one parameter per call; here, at an ask's first parameter, the proposals for
       every parameter the latest finished trial asked, in its order, are made together where
       all are numeric (``_make_batch``), from the same draws. An ask that takes another order
