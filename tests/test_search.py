@@ -1072,6 +1072,43 @@ def test_the_leave_one_out_predictions_are_those_of_a_process_refitted_without_e
     assert 0.3 < rho < 1.0  # a correlation the noise keeps from 1
 
 
+def test_the_gp_reads_again_only_the_trials_past_its_settled_head() -> None:
+    """``CpuGPSampler._told_and_running`` keeps the leading trials that have all finished and
+    reads only those past them: through trials enqueued (waiting), asked and left running, then
+    completed, pruned or failed out of order, it gives what reading every trial gives (the
+    completed ones, their values, the running ones), and a pickled sampler reads afresh."""
+    import pickle
+    import random
+
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    dists = {"x": optuna.distributions.FloatDistribution(0.0, 1.0)}
+    sampler = gp_sampler(0)
+    study = optuna.create_study(sampler=optuna.samplers.RandomSampler(seed=0))
+    draw = random.Random(3)
+    open_trials: list = []
+    for _ in range(160):
+        action = draw.random()
+        if action < 0.1:
+            study.enqueue_trial({"x": draw.random()})
+        elif action < 0.55 or not open_trials:
+            open_trials.append(study.ask(dists))
+        else:
+            trial = open_trials.pop(draw.randrange(len(open_trials)))
+            kind = draw.random()
+            if kind < 0.7:
+                study.tell(trial, trial.params["x"] ** 2 + draw.random())
+            else:
+                state = optuna.trial.TrialState.PRUNED if kind < 0.85 else optuna.trial.TrialState.FAIL
+                study.tell(trial, state=state)
+        completed, values, running = sampler._told_and_running(study)
+        states = optuna.trial.TrialState
+        assert [t.number for t in completed] == [t.number for t in study.trials if t.state is states.COMPLETE]
+        assert values.tolist() == [t.value for t in completed]
+        assert [t.number for t in running] == [t.number for t in study.trials if t.state is states.RUNNING]
+    assert 0 < sampler._head.settled < len(study.trials)  # some running: the head stopped short
+    assert pickle.loads(pickle.dumps(sampler))._head is None
+
+
 def test_where_the_gp_cannot_rank_its_own_trials_tpe_proposes() -> None:
     """``model_check=θ``: an ask whose leave-one-out check falls below θ discards the process's
     proposal and takes univariate TPE's (Optuna's ``TPESampler`` over the same trials). A check
