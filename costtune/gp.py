@@ -206,17 +206,32 @@ def _standard_logei(z: np.ndarray) -> np.ndarray:
     return out
 
 
+def _chol_inverse(gpr: Any) -> np.ndarray | None:
+    """L⁻¹ of the process's Cholesky factor: the one :func:`loo_spearman` or :func:`_believer`
+    kept on it for this very factor, else LAPACK's ``dtrtri`` (None where it fails)."""
+    chol = gpr._cov_Y_Y_chol
+    kept = getattr(gpr, "_costtune_chol_inverse", None)
+    if kept is not None and kept[0] is chol:
+        return np.asarray(kept[1])
+    inverse, info = _dtrtri(chol.numpy(), lower=1)
+    return None if info != 0 else np.asarray(inverse)
+
+
 def _lean_logei(acqf: Any) -> Callable[[np.ndarray], np.ndarray] | None:
     """Optuna's ``LogEI`` of a fitted process as a NumPy function of a batch of normalized
-    points, the same values (``tests/test_search.py``) at half the cost: one triangular solve
-    where Optuna's posterior takes two, and the scaled distances as one matrix product. None
-    where the acquisition is another (running trials' q-batch, per unit of cost)."""
+    points, the same values to rounding (``tests/test_search.py``) at a fraction of the cost:
+    the factor's inverse L⁻¹ applied as one matrix product where Optuna's posterior takes two
+    triangular solves (L⁻¹ made once an ask, or kept from the model check and the believer),
+    and the scaled distances as one matrix product. None where the acquisition is another
+    (running trials' q-batch, per unit of cost)."""
     gpr = getattr(acqf, "_gpr", None)
     if type(acqf) is not _acqf.LogEI or np.isneginf(acqf._threshold) or gpr is None:
         return None
     if gpr._cov_Y_Y_chol is None or gpr._cov_Y_Y_chol.shape[0] != gpr._X_all.shape[0]:
         return None
-    chol = gpr._cov_Y_Y_chol.numpy()
+    inverse = _chol_inverse(gpr)
+    if inverse is None:
+        return None
     weights = gpr._cov_Y_Y_inv_Y.numpy()
     inverse_sq = gpr.inverse_squared_lengthscales.numpy()
     categorical = gpr._is_categorical.numpy().astype(bool)
@@ -233,7 +248,7 @@ def _lean_logei(acqf: Any) -> Callable[[np.ndarray], np.ndarray] | None:
             sq += (x[:, None, categorical] != train[None, :, categorical]) @ inverse_sq[categorical]
         r = np.sqrt(5.0 * sq)
         k = scale * np.exp(-r) * ((5.0 / 3.0) * sq + r + 1.0)
-        v = _solve_triangular(chol, k.T, lower=True, check_finite=False)
+        v = inverse @ k.T  # L⁻¹k: one matrix product, where a triangular solve took 2.5 times as long
         var = np.maximum(scale - (v**2).sum(axis=0), 0.0) + floor
         sigma = np.sqrt(var)
         return _standard_logei((k @ weights - threshold) / sigma) + np.log(sigma)
@@ -336,6 +351,14 @@ def _believer(acqf: Any) -> Any:
     gpr._y_all = torch.cat([base._y_train, torch.from_numpy(believed).unsqueeze(-1)], dim=0)
     gpr._cov_Y_Y_chol = torch.from_numpy(extended)
     gpr._cov_Y_Y_inv_Y = torch.from_numpy(np.concatenate([weights, np.zeros(r)]))
+    kept = getattr(base, "_costtune_chol_inverse", None)
+    corner, info = _dtrtri(extended[n:, n:], lower=1)
+    if kept is not None and kept[0] is base._cov_Y_Y_chol and info == 0:
+        # [[L, 0], [B, C]]⁻¹ = [[L⁻¹, 0], [−C⁻¹BL⁻¹, C⁻¹]]: the told factor's inverse extended
+        inverse = np.zeros((n + r, n + r))
+        inverse[:n, :n], inverse[n:, n:] = kept[1], corner
+        inverse[n:, :n] = -corner @ (lower.T @ kept[1])
+        gpr._costtune_chol_inverse = (gpr._cov_Y_Y_chol, inverse)
     # the believed outcomes count as observed: the best of them raises the bar to improve on
     threshold = max(float(acqf._threshold), float(believed.max()))
     return _acqf.LogEI(gpr, acqf.search_space, threshold, noise)
@@ -445,6 +468,8 @@ def loo_spearman(gpr: Any) -> float | None:
     inverse, info = _dtrtri(chol[:n, :n].numpy(), lower=1)
     if info != 0:
         return None
+    if chol.shape[0] == n:  # kept for the acquisition's search (_lean_logei)
+        gpr._costtune_chol_inverse = (chol, inverse)
     y = y_train.numpy().reshape(-1)
     loo = y - (inverse.T @ (inverse @ y)) / np.einsum("ij,ij->j", inverse, inverse)
     return _spearman(y, loo)

@@ -433,6 +433,45 @@ def test_the_lean_log_ei_is_optunas_log_ei() -> None:
     assert np.argmax(ours) == np.argmax(theirs)
 
 
+def test_the_lean_log_ei_applies_the_inverse_factor_the_check_and_the_believer_kept() -> None:
+    """Where the model check ran, the factor's inverse it made is kept on the process, the
+    believer extends it over the running trials ([[L, 0], [B, C]]⁻¹ = [[L⁻¹, 0], [−C⁻¹BL⁻¹,
+    C⁻¹]]), and the lean LogEI applies it: the extended inverse is the believing factor's,
+    and the values are those of a fresh inverse and of Optuna's LogEI."""
+    from costtune import gp
+
+    study, dists, _ = _study_with_told_trials(60, model_check=-1.0)  # the check runs, never fails
+    study.sampler._fast_from = 0
+    captured: list = []
+    original = gp.fast_optimize
+
+    def capture(acqf, best_params, rng, **kwargs):  # type: ignore[no-untyped-def]
+        captured.append(acqf)
+        return original(acqf, best_params, rng, **kwargs)
+
+    gp.fast_optimize = capture  # type: ignore[assignment]
+    try:
+        [study.ask(dists) for _ in range(4)]
+    finally:
+        gp.fast_optimize = original  # type: ignore[assignment]
+    told, believer = captured[0], captured[-1]  # asked with none running, then with 3
+    X = np.random.RandomState(2).random_sample((100, 4))
+    X[:, 3] = np.floor(X[:, 3] * 3)
+    for acqf, n in ((told, 60), (believer, 63)):
+        gpr = acqf._gpr
+        chol, kept = gpr._costtune_chol_inverse
+        assert chol is gpr._cov_Y_Y_chol and kept.shape == (n, n)
+        assert np.allclose(kept @ chol.numpy(), np.eye(n), atol=1e-9)
+        lean = gp._lean_logei(acqf)
+        assert lean is not None
+        ours = lean(X)
+        del gpr._costtune_chol_inverse  # a fresh inverse (LAPACK's dtrtri)
+        fresh = gp._lean_logei(acqf)
+        assert fresh is not None
+        assert np.allclose(ours, fresh(X), rtol=1e-9, atol=1e-9)
+        assert np.allclose(ours, acqf.eval_acqf_no_grad(X), rtol=1e-6, atol=1e-6)
+
+
 def test_the_believer_never_builds_the_q_batch_posterior_it_replaces(monkeypatch) -> None:
     """With trials running, the fast ask's q-batch LogEI is only a stand-in
     (``_DeferredQLogEI``): the believer takes its place from its arguments, so Optuna's joint
