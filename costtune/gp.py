@@ -542,9 +542,10 @@ class CpuGPSampler(optuna.samplers.GPSampler):
       believer (:func:`_believer`), so that asynchronous workers ask as fast; Optuna's joint
       posterior over the running trials, which the believer replaces, is never built
       (:class:`_DeferredQLogEI`), and the believing process is built in NumPy. An ask at 1,000
-      trials takes 3.9–4.6 ms median (4.3–4.7 ms with 7 running, ×0.76 of stop 49's side by
-      side) instead of 0.7 s on a quiet 2-core machine; a loaded one reads up to ~5.5 ms
-      (``benchmarks/overhead.py --searchers``; RESULTS, stop 50). ``fast_from=0`` takes
+      trials takes ~3.7 ms median (~4.4 ms with 7 running; ×0.84–0.86 of stop 50's side by
+      side) instead of 0.7 s on a quiet 2-core machine; a loaded one reads ~50% more
+      (``benchmarks/overhead.py --searchers``, ``benchmarks/ask_ab.py``; RESULTS, stop 51).
+      ``fast_from=0`` takes
       it from the first model-driven ask (lcbench variant ``K``).
 
     With ``model_check`` θ (a sweep's ``searcher.model_check``, 0.4 by default), once the process
