@@ -69,7 +69,8 @@ def sides(base: Path) -> dict[str, tuple[ModuleType, ModuleType]]:
     }
 
 
-DISTS = {
+#: LCBench's 7 parameters, as ``overhead.py --searchers`` asks them
+SPACE = {
     "batch_size": optuna.distributions.IntDistribution(16, 512, log=True),
     "learning_rate": optuna.distributions.FloatDistribution(1e-4, 1e-1, log=True),
     "momentum": optuna.distributions.FloatDistribution(0.1, 0.99),
@@ -80,7 +81,8 @@ DISTS = {
 }
 
 
-def _smooth(p: dict[str, Any]) -> float:
+def smooth_loss(p: dict[str, Any]) -> float:
+    """A loss of LCBench's parameters that a model can learn (``overhead.py --searchers``)."""
     return (
         (math.log10(p["learning_rate"]) + 2) ** 2
         + 0.1 * abs(p["num_layers"] - 3)
@@ -89,9 +91,10 @@ def _smooth(p: dict[str, Any]) -> float:
     )
 
 
-def _configuration(rng: random.Random) -> dict[str, Any]:
+def random_configuration(rng: random.Random) -> dict[str, Any]:
+    """A uniform draw of :data:`SPACE` (log-uniform where a parameter is log), as told."""
     out = {}
-    for name, d in DISTS.items():
+    for name, d in SPACE.items():
         if isinstance(d, optuna.distributions.IntDistribution):
             value: float = rng.randint(d.low, d.high)
         elif d.log:
@@ -121,11 +124,11 @@ def compare(
         rng, noise[side] = random.Random(0), random.Random(1)
         told = []
         for _ in range(trials):
-            params = _configuration(rng)
-            value = noise[side].gauss(0.0, 1.0) if kind == "gp-noise" else _smooth(params)
-            told.append(optuna.trial.create_trial(params=params, distributions=DISTS, value=value))
+            params = random_configuration(rng)
+            value = noise[side].gauss(0.0, 1.0) if kind == "gp-noise" else smooth_loss(params)
+            told.append(optuna.trial.create_trial(params=params, distributions=SPACE, value=value))
         study.add_trials(told)
-        studies[side], pending[side] = study, [study.ask(DISTS) for _ in range(running)]
+        studies[side], pending[side] = study, [study.ask(SPACE) for _ in range(running)]
     took: dict[str, list[float]] = {side: [] for side in modules}
     same = 0
     for i in range(asks):
@@ -133,14 +136,14 @@ def compare(
         for side in ("base", "this") if i % 2 else ("this", "base"):
             study = studies[side]
             started = time.perf_counter()
-            trial = study.ask(DISTS)
+            trial = study.ask(SPACE)
             took[side].append(time.perf_counter() - started)
             proposed[side] = trial.params
             pending[side].append(trial)
             told_trial = pending[side].pop(0)
-            value = noise[side].gauss(0.0, 1.0) if kind == "gp-noise" else _smooth(told_trial.params)
+            value = noise[side].gauss(0.0, 1.0) if kind == "gp-noise" else smooth_loss(told_trial.params)
             study.tell(told_trial, value)
-        same += all(math.isclose(proposed["base"][k], proposed["this"][k], rel_tol=1e-9) for k in DISTS)
+        same += all(math.isclose(proposed["base"][k], proposed["this"][k], rel_tol=1e-9) for k in SPACE)
     ratios = [b / a for a, b in zip(took["base"], took["this"], strict=True)]
     return {
         "base": statistics.median(took["base"]),

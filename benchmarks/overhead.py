@@ -12,8 +12,10 @@ import math
 import os
 import random
 import statistics
+import sys
 import tempfile
 import time
+from pathlib import Path
 from typing import Any, ClassVar
 
 os.environ.setdefault("RAY_AUTH_MODE", "disabled")
@@ -37,6 +39,9 @@ from costtune.policy import (
 )
 from costtune.policy.stopping import NOISE_AWARE_DEFAULT
 from costtune.schedulers import CostAwareHyperBand
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from ask_ab import SPACE, random_configuration, smooth_loss
 
 
 class Timed:
@@ -238,7 +243,6 @@ def searcher_latency(kind: str, trials: int, asks: int = 10, running: int = 0) -
     hyperparameter explains, so that its check hands the asks to TPE; the third value is the
     share of the timed asks TPE answered. ``optuna`` is Optuna's univariate ``TPESampler``,
     ``quick-tpe`` the sweep's ``searcher: {type: optuna}`` (the same proposals)."""
-    import math
     import random
 
     import optuna
@@ -258,42 +262,17 @@ def searcher_latency(kind: str, trials: int, asks: int = 10, running: int = 0) -
         else optuna.samplers.TPESampler(seed=0, multivariate=False)
     )
     study = optuna.create_study(sampler=sampler)
-    dists = {
-        "batch_size": optuna.distributions.IntDistribution(16, 512, log=True),
-        "learning_rate": optuna.distributions.FloatDistribution(1e-4, 1e-1, log=True),
-        "momentum": optuna.distributions.FloatDistribution(0.1, 0.99),
-        "weight_decay": optuna.distributions.FloatDistribution(1e-5, 1e-1, log=True),
-        "num_layers": optuna.distributions.IntDistribution(1, 5),
-        "max_units": optuna.distributions.IntDistribution(64, 1024, log=True),
-        "max_dropout": optuna.distributions.FloatDistribution(0.0, 1.0),
-    }
-
+    dists = SPACE
     noise = random.Random(1)
 
     def loss(p: dict) -> float:
         if kind == "gp-noise":
             return noise.gauss(0.0, 1.0)
-        return (
-            (math.log10(p["learning_rate"]) + 2) ** 2
-            + 0.1 * abs(p["num_layers"] - 3)
-            + p["max_dropout"] ** 2
-            + 0.01 * math.log(p["batch_size"])
-        )
+        return smooth_loss(p)
 
     rng = random.Random(0)
     for _ in range(trials):  # told at once: random configurations, their losses
-        params = {
-            name: d.to_external_repr(
-                d.to_internal_repr(
-                    rng.randint(d.low, d.high)
-                    if isinstance(d, optuna.distributions.IntDistribution)
-                    else math.exp(rng.uniform(math.log(d.low), math.log(d.high)))
-                    if d.log
-                    else rng.uniform(d.low, d.high)
-                )
-            )
-            for name, d in dists.items()
-        }
+        params = random_configuration(rng)
         study.add_trial(optuna.trial.create_trial(params=params, distributions=dists, value=loss(params)))
     pending = [study.ask(dists) for _ in range(running)]
     took, timed = [], []

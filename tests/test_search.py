@@ -433,14 +433,11 @@ def test_the_lean_log_ei_is_optunas_log_ei() -> None:
     assert np.argmax(ours) == np.argmax(theirs)
 
 
-def test_the_lean_log_ei_applies_the_inverse_factor_the_check_and_the_believer_kept() -> None:
-    """Where the model check ran, the factor's inverse it made is kept on the process, the
-    believer extends it over the running trials ([[L, 0], [B, C]]⁻¹ = [[L⁻¹, 0], [−C⁻¹BL⁻¹,
-    C⁻¹]]), and the lean LogEI applies it: the extended inverse is the believing factor's,
-    and the values are those of a fresh inverse and of Optuna's LogEI."""
+def _asked_fast(study, dists, n: int) -> tuple[list, list]:  # type: ignore[no-untyped-def]
+    """``n`` asks of ``study`` from the first model-driven one on the fast path, none told:
+    the trials, and the acquisition each searched."""
     from costtune import gp
 
-    study, dists, _ = _study_with_told_trials(60, model_check=-1.0)  # the check runs, never fails
     study.sampler._fast_from = 0
     captured: list = []
     original = gp.fast_optimize
@@ -451,9 +448,21 @@ def test_the_lean_log_ei_applies_the_inverse_factor_the_check_and_the_believer_k
 
     gp.fast_optimize = capture  # type: ignore[assignment]
     try:
-        [study.ask(dists) for _ in range(4)]
+        trials = [study.ask(dists) for _ in range(n)]
     finally:
         gp.fast_optimize = original  # type: ignore[assignment]
+    return trials, captured
+
+
+def test_the_lean_log_ei_applies_the_inverse_factor_the_check_and_the_believer_kept() -> None:
+    """Where the model check ran, the factor's inverse it made is kept on the process, the
+    believer extends it over the running trials ([[L, 0], [B, C]]⁻¹ = [[L⁻¹, 0], [−C⁻¹BL⁻¹,
+    C⁻¹]]), and the lean LogEI applies it: the extended inverse is the believing factor's,
+    and the values are those of a fresh inverse and of Optuna's LogEI."""
+    from costtune import gp
+
+    study, dists, _ = _study_with_told_trials(60, model_check=-1.0)  # the check runs, never fails
+    _, captured = _asked_fast(study, dists, 4)
     told, believer = captured[0], captured[-1]  # asked with none running, then with 3
     X = np.random.RandomState(2).random_sample((100, 4))
     X[:, 3] = np.floor(X[:, 3] * 3)
@@ -579,19 +588,7 @@ def test_the_fast_ask_with_running_trials_believes_them_and_spreads_out() -> Non
     from costtune import gp
 
     study, dists, _ = _study_with_told_trials(60)
-    study.sampler._fast_from = 0
-    captured: list = []
-    original = gp.fast_optimize
-
-    def capture(acqf, best_params, rng, **kwargs):  # type: ignore[no-untyped-def]
-        captured.append(acqf)
-        return original(acqf, best_params, rng, **kwargs)
-
-    gp.fast_optimize = capture  # type: ignore[assignment]
-    try:
-        running = [study.ask(dists) for _ in range(8)]
-    finally:
-        gp.fast_optimize = original  # type: ignore[assignment]
+    running, captured = _asked_fast(study, dists, 8)
     points = [tuple(sorted(t.params.items())) for t in running]
     assert len(set(points)) == 8
     assert type(captured[0]) is acqf_module.LogEI and captured[0]._gpr._X_all.shape[0] == 60
@@ -614,14 +611,7 @@ def test_the_fast_ask_with_running_trials_believes_them_and_spreads_out() -> Non
     assert (lean(at_running) < lean_without(at_running) - 1e-3).all()
 
     study, dists, _ = _study_with_told_trials(60, believer=False)  # the benchmarks' B: Optuna's q-batch
-    study.sampler._fast_from = 0
-    captured.clear()
-    gp.fast_optimize = capture  # type: ignore[assignment]
-    try:
-        for _ in range(3):
-            study.ask(dists)
-    finally:
-        gp.fast_optimize = original  # type: ignore[assignment]
+    _, captured = _asked_fast(study, dists, 3)
     assert [type(a) for a in captured] == [acqf_module.LogEI, acqf_module.qLogEI, acqf_module.qLogEI]
 
 
