@@ -352,13 +352,13 @@ def _believer(acqf: Any) -> Any:
     gpr._cov_Y_Y_chol = torch.from_numpy(extended)
     gpr._cov_Y_Y_inv_Y = torch.from_numpy(np.concatenate([weights, np.zeros(r)]))
     kept = getattr(base, "_costtune_chol_inverse", None)
-    corner, info = _dtrtri(extended[n:, n:], lower=1)
-    if kept is not None and kept[0] is base._cov_Y_Y_chol and info == 0:
-        # [[L, 0], [B, C]]⁻¹ = [[L⁻¹, 0], [−C⁻¹BL⁻¹, C⁻¹]]: the told factor's inverse extended
-        inverse = np.zeros((n + r, n + r))
-        inverse[:n, :n], inverse[n:, n:] = kept[1], corner
-        inverse[n:, :n] = -corner @ (lower.T @ kept[1])
-        gpr._costtune_chol_inverse = (gpr._cov_Y_Y_chol, inverse)
+    if kept is not None and kept[0] is base._cov_Y_Y_chol:
+        corner, info = _dtrtri(extended[n:, n:], lower=1)
+        if info == 0:  # [[L, 0], [B, C]]⁻¹ = [[L⁻¹, 0], [−C⁻¹BL⁻¹, C⁻¹]]: the told one's extended
+            inverse = np.zeros((n + r, n + r))
+            inverse[:n, :n], inverse[n:, n:] = kept[1], corner
+            inverse[n:, :n] = -corner @ (lower.T @ kept[1])
+            gpr._costtune_chol_inverse = (gpr._cov_Y_Y_chol, inverse)
     # the believed outcomes count as observed: the best of them raises the bar to improve on
     threshold = max(float(acqf._threshold), float(believed.max()))
     return _acqf.LogEI(gpr, acqf.search_space, threshold, noise)
@@ -545,8 +545,7 @@ class CpuGPSampler(optuna.samplers.GPSampler):
       trials takes ~3.7 ms median (~4.4 ms with 7 running; ×0.84–0.86 of stop 50's side by
       side) instead of 0.7 s on a quiet 2-core machine; a loaded one reads ~50% more
       (``benchmarks/overhead.py --searchers``, ``benchmarks/ask_ab.py``; RESULTS, stop 51).
-      ``fast_from=0`` takes
-      it from the first model-driven ask (lcbench variant ``K``).
+      ``fast_from=0`` takes it from the first model-driven ask (lcbench variant ``K``).
 
     With ``model_check`` θ (a sweep's ``searcher.model_check``, 0.4 by default), once the process
     holds :data:`MODEL_CHECK_MIN_TRIALS` trials, each ask checks it (:func:`loo_spearman`): where
@@ -795,14 +794,16 @@ class CpuGPSampler(optuna.samplers.GPSampler):
         two with one worker."""
         trials = study._get_trials(deepcopy=False, use_cache=False)
         head = getattr(self, "_head", None)  # absent in an older pickle
-        if head is None or head.storage() is not study._storage or head.study_id != study._study_id:
+        if (
+            head is None
+            or head.storage() is not study._storage
+            or head.study_id != study._study_id
+            or head.settled > len(trials)  # fewer trials than it read: not the study it was
+        ):
             head = self._head = _Head(study._storage, study._study_id)
         tail: list[Any] = []
         started: list[Any] = []
-        settled = head.settled <= len(trials)
-        if not settled:  # fewer trials than read before: not the study it was, read it afresh
-            head = self._head = _Head(study._storage, study._study_id)
-            settled = True
+        settled = True  # every trial so far has finished: the next one, finished, joins the head
         for i in range(head.settled, len(trials)):
             t = trials[i]
             state = t.state

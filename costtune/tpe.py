@@ -226,7 +226,7 @@ class _Kernels(NamedTuple):
             half = self.step / 2
             left = np.log(xu - half) if is_log else xu - half
             right = np.log(xu + half) if is_log else xu + half
-            if len(xu) * len(self.mu) <= _DENSE_PAIRS:  # few kernels: each one's mass, Optuna's formula
+            if len(xu) * len(self.mu) <= _DENSE_PAIRS:  # few kernels: each one's mass (_step_mass)
                 mass = _step_mass(
                     (left[:, np.newaxis] - self.mu) / sigma, (right[:, np.newaxis] - self.mu) / sigma
                 )
