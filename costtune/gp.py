@@ -668,14 +668,19 @@ class CpuGPSampler(optuna.samplers.GPSampler):
         if alpha > 0 and len(costed) >= 2:
             log_cost = np.log([float(t.user_attrs[COST_ATTR]) for t in costed])
             scale = float(log_cost.std()) or 1.0
-            cost_gpr = _fit_kernel_params(
+            # an ask that keeps the loss process's last fit keeps the cost process's too: it
+            # conditions the kept kernel on the trials it sees (140 → ~10 ms an ask at 1,000)
+            kept = getattr(self, "_cost_gpr", None) if _REUSE_FIT.get() else None  # absent in an older pickle
+            cost_gpr = _fit_or_reuse(
                 X=acqf.search_space.get_normalized_params(costed),
                 Y=(log_cost - log_cost.mean()) / scale,
                 is_categorical=acqf.search_space.is_categorical,
                 log_prior=_prior.default_log_prior,
                 minimum_noise=_prior.DEFAULT_MINIMUM_NOISE_VAR,
                 deterministic_objective=False,
+                gpr_cache=kept,
             )
+            self._cost_gpr = cost_gpr
             acqf = _PerCost(acqf, cost_gpr, scale, alpha)
         if _FAST.get():
             if getattr(self, "_believer", True):  # absent in an older pickle

@@ -110,6 +110,7 @@ def make_searcher(
             fast_from=config.fast_ask_from,
             fidelity_epochs=max_epochs if config.over_epochs and (max_epochs or 0) >= 2 else None,
             model_check=config.model_check,
+            cost_exponent=config.cost_exponent,
         )
         return OptunaSearch(metric=metric, mode=mode, sampler=gp, points_to_evaluate=points)
     if config.type == "optuna":
@@ -159,17 +160,26 @@ class RungEstimates(Searcher):
     compares trials at the rung, as it would have without the look-ahead. Everything else
     passes through unchanged.
 
+    The GP's trials also carry their seconds per epoch (:data:`costtune.gp.COST_ATTR`: the
+    result's ``seconds_field`` over its epochs), which ``searcher.cost_exponent`` weighs the
+    proposals by. One sweep prices every device-second alike, so seconds rank the trials as
+    dollars do.
+
     Args:
         searcher: the searcher to tell (Optuna, HyperOpt).
         scheduler: a :class:`~costtune.schedulers.CostAwareHyperBand` (read when a trial ends,
             so a scheduler restored by ``--resume`` is the one asked), or None (another
             scheduler: the GP over epochs still learns the epochs each trial ran, which the
             stopping rule may have ended early).
+        seconds_field: the result's cumulative seconds (a sweep's ``cost.time_field``).
     """
 
-    def __init__(self, searcher: Searcher, scheduler: Any = None) -> None:
+    def __init__(
+        self, searcher: Searcher, scheduler: Any = None, seconds_field: str = "time_total_s"
+    ) -> None:
         self.searcher = searcher
         self.scheduler = scheduler
+        self.seconds_field = seconds_field
         super().__init__(metric=searcher.metric, mode=searcher.mode)
 
     def set_search_properties(self, metric: str | None, mode: str | None, config: dict, **spec: Any) -> bool:
@@ -196,9 +206,10 @@ class RungEstimates(Searcher):
         self.searcher.on_trial_complete(trial_id, result=result, error=error)
 
     def _tell_epochs(self, trial_id: str, result: dict | None) -> None:
-        """(the Gaussian-process searcher) The trial's epochs on its Optuna trial, and, once the
-        policy has switched to full runs, the process told to fit the full runs alone."""
-        from costtune.gp import EPOCHS_ATTR, CpuGPSampler
+        """(the Gaussian-process searcher) The trial's epochs and seconds per epoch on its Optuna
+        trial, and, once the policy has switched to full runs, the process told to fit the full
+        runs alone."""
+        from costtune.gp import COST_ATTR, EPOCHS_ATTR, CpuGPSampler
 
         sampler = getattr(getattr(self.searcher, "_ot_study", None), "sampler", None)  # Ray's OptunaSearch
         if not isinstance(sampler, CpuGPSampler):
@@ -208,6 +219,11 @@ class RungEstimates(Searcher):
         done = trial_id in getattr(self.searcher, "_completed_trials", ())
         if trial is not None and epochs is not None and not done:
             trial.set_user_attr(EPOCHS_ATTR, int(epochs))
+            seconds = (result or {}).get(
+                getattr(self, "seconds_field", "time_total_s")
+            )  # absent in an older pickle
+            if isinstance(seconds, int | float) and seconds > 0 and int(epochs) > 0:
+                trial.set_user_attr(COST_ATTR, float(seconds) / int(epochs))
         policy = getattr(self.scheduler, "policy", None)
         if policy is not None:
             sampler.forget_below(policy.searcher_min_epochs())

@@ -458,9 +458,10 @@ def _run(
     )
     if isinstance(scheduler, CostAwareHyperBand) and isinstance(searcher, Searcher):
         # the searcher compares trials at the rung (look-ahead) and forgets misleading rungs (hedge)
-        searcher = RungEstimates(searcher, scheduler)
-    elif config.searcher.over_epochs and isinstance(searcher, Searcher):
-        searcher = RungEstimates(searcher)  # the epochs each trial ran, which the stopper may cut short
+        searcher = RungEstimates(searcher, scheduler, config.cost.time_field)
+    elif (config.searcher.over_epochs or config.searcher.cost_exponent) and isinstance(searcher, Searcher):
+        # the epochs each trial ran, which the stopper may cut short, and its seconds per epoch
+        searcher = RungEstimates(searcher, seconds_field=config.cost.time_field)
     tuner = tune.Tuner(
         tune.with_resources(trainable, resources),
         param_space=param_space,

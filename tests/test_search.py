@@ -1013,6 +1013,97 @@ def test_a_sweeps_gp_over_epochs_models_the_epochs_its_trials_ran() -> None:
         SearcherConfig(type="optuna", over_epochs=True)
 
 
+def test_a_sweeps_gp_per_unit_of_cost_weighs_its_proposals_by_the_metered_seconds_per_epoch() -> None:
+    """``searcher.cost_exponent``: the sweep's GP (RungEstimates around Ray's OptunaSearch) tags
+    each ended trial with its seconds per epoch (the result's seconds field over its epochs) and
+    proposes per unit of cost: on a loss that does not tell x apart, where x > 0.5 takes 100
+    times longer per epoch, α = 1 proposes cheap x and α = 0 does not care. Off by default;
+    refused with another searcher in one line."""
+    from costtune.gp import COST_ATTR
+    from costtune.search import RungEstimates
+
+    assert SearcherConfig().cost_exponent == 0.0
+    space = {
+        "x": ParamSpec(type="uniform", low=0.0, high=1.0),
+        "y": ParamSpec(type="uniform", low=0.0, high=1.0),
+    }
+    proposed: dict[float, list[float]] = {}
+    for alpha in (0.0, 1.0):
+        inner = make_searcher(SearcherConfig(n_startup_trials=10, cost_exponent=alpha), "val_loss", "min", 2)
+        searcher = RungEstimates(inner, seconds_field="replayed_seconds")
+        assert searcher.set_search_properties("val_loss", "min", build_search_space(space))
+        assert inner._ot_study.sampler._cost_exponent == alpha
+        xs = []
+        for i in range(16):
+            config = searcher.suggest(f"t{i}")
+            epochs = 2 + i % 3
+            per_epoch = 100.0 if config["x"] > 0.5 else 1.0
+            result = {
+                "val_loss": (config["y"] - 0.5) ** 2,
+                "training_iteration": epochs,
+                "replayed_seconds": per_epoch * epochs,
+                "time_total_s": 1.0,  # not the sweep's seconds field: never read
+            }
+            searcher.on_trial_complete(f"t{i}", result=result)
+            xs.append(config["x"])
+        tags = [t.user_attrs[COST_ATTR] for t in inner._ot_study.trials]
+        assert tags == [100.0 if x > 0.5 else 1.0 for x in xs]
+        proposed[alpha] = xs[10:]
+    assert all(x < 0.5 for x in proposed[1.0])
+    assert any(x > 0.5 for x in proposed[0.0])
+    with pytest.raises(ValueError, match="searcher.cost_exponent: only the gp searcher"):
+        SearcherConfig(type="optuna", cost_exponent=0.5)
+    with pytest.raises(ValueError, match="cost_exponent"):
+        SearcherConfig(cost_exponent=-0.5)
+
+
+def test_the_gp_per_unit_of_cost_keeps_its_cost_kernel_while_it_keeps_its_loss_kernel() -> None:
+    """Past REFIT_EVERY_ASK_UNTIL trials an ask that keeps the loss process's fit keeps the cost
+    process's kernel too, conditioned on the trials it sees: one fit each at the first ask,
+    none at the next; the proposals still go where epochs are cheap."""
+    import random
+
+    import optuna._gp.gp as gp_internals
+
+    from costtune.gp import COST_ATTR, REFIT_EVERY_ASK_UNTIL
+
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    dists = {
+        "x": optuna.distributions.FloatDistribution(0.0, 1.0),
+        "y": optuna.distributions.FloatDistribution(0.0, 1.0),
+    }
+    study = optuna.create_study(sampler=gp_sampler(0, n_startup_trials=5, cost_exponent=1.0))
+    rng = random.Random(4)
+    for _ in range(REFIT_EVERY_ASK_UNTIL + 10):
+        p = {"x": rng.random(), "y": rng.random()}
+        attrs = {COST_ATTR: 100.0 if p["x"] > 0.5 else 1.0}
+        study.add_trial(
+            optuna.trial.create_trial(
+                params=p, distributions=dists, value=(p["y"] - 0.5) ** 2, user_attrs=attrs
+            )
+        )
+    fits: list[int] = []
+    original = gp_internals.GPRegressor._fit_kernel_params
+
+    def counting(self, *args, **kwargs):  # type: ignore[no-untyped-def]
+        fits.append(len(self._y_train))
+        return original(self, *args, **kwargs)
+
+    gp_internals.GPRegressor._fit_kernel_params = counting
+    try:
+        xs = []
+        for ask in range(3):
+            trial = study.ask(dists)
+            xs.append(trial.params["x"])
+            trial.set_user_attr(COST_ATTR, 100.0 if trial.params["x"] > 0.5 else 1.0)
+            study.tell(trial, (trial.params["y"] - 0.5) ** 2)
+            assert len(fits) == 2, (ask, fits)  # the loss and the cost process, at the first ask only
+    finally:
+        gp_internals.GPRegressor._fit_kernel_params = original
+    assert all(x < 0.5 for x in xs)
+    assert study.sampler._cost_gpr is not None
+
+
 def _study_on(objective, sampler, n: int = 24) -> optuna.Study:
     dists = {
         "x": optuna.distributions.FloatDistribution(0, 1),
