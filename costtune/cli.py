@@ -714,6 +714,14 @@ def watch_idle(
     help="with --searcher gp: the process models the loss over (configuration, epochs run) and searches "
     "what a configuration would reach at the last epoch, as a sweep's searcher.over_epochs.",
 )
+@click.option(
+    "--gp-cost-exponent",
+    type=click.FloatRange(0.0, 2.0),
+    default=0.0,
+    show_default=True,
+    help="with --searcher gp: α > 0 proposes by expected improvement per unit of cost^α, the cost each "
+    "configuration's recorded seconds per epoch, as a sweep's searcher.cost_exponent; 0: off.",
+)
 @click.option("--seed", type=int, default=0, show_default=True, help="for --searcher random, tpe and gp")
 @click.option(
     "--stopping",
@@ -768,6 +776,7 @@ def replay(
     rung_checks: int,
     searcher: str,
     gp_over_epochs: bool,
+    gp_cost_exponent: float,
     seed: int,
     stopping: str,
     rho: float,
@@ -806,6 +815,11 @@ def replay(
             raise ConfigError(
                 f"--gp-over-epochs: only --searcher gp models epochs, got --searcher {searcher}"
             )
+        if gp_cost_exponent and searcher != "gp":
+            raise ConfigError(
+                "--gp-cost-exponent: only --searcher gp weighs its proposals by cost, "
+                f"got --searcher {searcher}"
+            )
         table = list(load_curves(str(curves.resolve())).values())
         longest = max(c.epochs for c in table)
         warmup = auto_warmup_trials(eta, len(table)) if warmup_trials is None else warmup_trials or None
@@ -831,7 +845,10 @@ def replay(
             TpePool(table, seed=seed)
             if searcher == "tpe"
             else GpPool(
-                table, seed=seed, fidelity_epochs=longest if gp_over_epochs and longest >= 2 else None
+                table,
+                seed=seed,
+                fidelity_epochs=longest if gp_over_epochs and longest >= 2 else None,
+                cost_exponent=gp_cost_exponent,
             )
             if searcher == "gp"
             else OrderedPool(table, seed=seed if searcher == "random" else None)
@@ -888,6 +905,7 @@ def replay(
     settings = {
         "searcher": searcher,
         "gp_over_epochs": gp_over_epochs if searcher == "gp" else None,
+        "gp_cost_exponent": gp_cost_exponent if searcher == "gp" else None,
         "seed": seed,
         "stopping": stopping,
         "rho": rho if stopping == "relative" else None,

@@ -153,9 +153,12 @@ class SamplerPool:
 
     def tell(self, config_id: str, epoch: int, loss: float) -> None:
         """The configuration that ran ended at ``epoch`` with ``loss``: TPE learns that."""
-        from costtune.gp import EPOCHS_ATTR, CpuGPSampler
+        from costtune.gp import COST_ATTR, EPOCHS_ATTR, CpuGPSampler
 
         curve = self._pending.pop(config_id)
+        attrs: dict[str, float] = {EPOCHS_ATTR: epoch}
+        if 0 < epoch <= len(curve.epoch_seconds) and curve.seconds_until(epoch) > 0:
+            attrs[COST_ATTR] = curve.seconds_until(epoch) / epoch  # its seconds per epoch, as a sweep tags it
         value = loss if math.isfinite(loss) else None
         self.study.add_trial(
             self._optuna.trial.create_trial(
@@ -165,7 +168,7 @@ class SamplerPool:
                 state=self._optuna.trial.TrialState.COMPLETE
                 if value is not None
                 else self._optuna.trial.TrialState.FAIL,
-                user_attrs={EPOCHS_ATTR: epoch},
+                user_attrs=attrs,
             )
         )
         # as a sweep's searcher: once the hedge has switched, the process fits the full runs alone
@@ -207,6 +210,9 @@ class GpPool(SamplerPool):
             trials falls below θ (``CpuGPSampler(model_check=θ)``; a sweep's
             ``searcher.model_check``, by default :data:`costtune.config.MODEL_CHECK_DEFAULT`);
             None: never.
+        cost_exponent: α > 0: the process proposes by expected improvement per unit of
+            cost^α, the cost each configuration's recorded seconds per epoch (a sweep's
+            ``searcher.cost_exponent``); 0: off.
     """
 
     def __init__(
@@ -218,6 +224,7 @@ class GpPool(SamplerPool):
         fidelity_epochs: int | None = None,
         longest_min: int | None = None,
         model_check: float | None = MODEL_CHECK_DEFAULT,
+        cost_exponent: float = 0.0,
     ) -> None:
         from costtune.search import GP_STARTUP_TRIALS, gp_sampler
 
@@ -229,5 +236,6 @@ class GpPool(SamplerPool):
             fidelity_epochs=fidelity_epochs,
             longest_min=longest_min,
             model_check=model_check,
+            cost_exponent=cost_exponent,
         )
         super().__init__(curves, sampler)

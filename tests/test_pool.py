@@ -196,7 +196,7 @@ def _table(pool: list[Curve]) -> pd.DataFrame:
                     **{f"hp.{k}": v for k, v in c.hyperparameters.items()},
                     "epoch": e,
                     "val_loss": loss,
-                    "epoch_seconds": 60.0,
+                    "epoch_seconds": float(c.epoch_seconds[e - 1]),
                     "devices": 1,
                 }
             )
@@ -215,6 +215,7 @@ def test_replay_cli_with_searcher_stopping_budget_and_seed(tmp_path) -> None:
     assert data["settings"] == {
         "searcher": "tpe",
         "gp_over_epochs": None,
+        "gp_cost_exponent": None,
         "seed": 4,
         "stopping": "outlook",
         "rho": None,
@@ -306,6 +307,63 @@ def test_once_the_hedge_switches_the_gp_pool_proposes_from_the_full_runs_alone()
             assert len(told) == len(ran) and set(told) <= {2, 6, 12} and 12 in told
             assert pool.study.sampler._min_epochs == (12 if follow else None)
     assert min(late[True]) >= 7 and sum(late[True]) >= sum(late[False]) + 15, late
+
+
+def _priced_pool(n: int = 80, epochs: int = 6) -> list[Curve]:
+    """Curves whose loss is set by |y − 0.5| and falls a little with x, where x > 0.5 takes 100
+    times longer per epoch."""
+    rng = np.random.default_rng(5)
+    out = []
+    for i in range(n):
+        x, y = float(rng.uniform()), float(rng.uniform())
+        losses = np.array([0.2 + (y - 0.5) ** 2 - 0.05 * x + 1.0 / e for e in range(1, epochs + 1)])
+        out.append(
+            Curve(f"p{i}", {"x": x, "y": y}, losses, np.full(epochs, 6000.0 if x > 0.5 else 60.0), 1.0)
+        )
+    return out
+
+
+def test_the_gp_pool_per_unit_of_cost_tags_recorded_seconds_and_proposes_cheap_configurations(
+    tmp_path,
+) -> None:
+    """``GpPool(cost_exponent=1)`` (``costtune replay --gp-cost-exponent 1``): each told trial
+    carries its recorded seconds per epoch over the epochs it ran; past the start-up the
+    process proposes configurations that are cheap per epoch where the loss tells them little
+    apart (8 of the 10 asks after the tenth), and the plain process follows the small gain into
+    the dear ones (5 of 10 cheap). The replay's flag is seeded, said in the JSON,
+    and refused with another searcher in one line."""
+    from costtune.gp import COST_ATTR
+
+    cheap: dict[float, int] = {}
+    for alpha in (0.0, 1.0):
+        pool = GpPool(_priced_pool(), seed=1, cost_exponent=alpha)
+        chosen = []
+        for _ in range(20):
+            curve = pool.ask()
+            assert curve is not None
+            chosen.append(curve)
+            pool.tell(curve.config_id, 3, float(curve.val_loss[2]))
+        told = [t.user_attrs[COST_ATTR] for t in pool.study.trials if t.state.name == "COMPLETE"]
+        assert told == [float(c.epoch_seconds[0]) for c in chosen]
+        cheap[alpha] = sum(c.hyperparameters["x"] <= 0.5 for c in chosen[10:])
+    assert cheap[1.0] >= 8 and cheap[1.0] >= cheap[0.0] + 3, cheap
+    path = tmp_path / "priced.csv"
+    _table(_priced_pool()).to_csv(path, index=False)
+    args = ["replay", str(path), "--grace-epochs", "2", "--eta", "3", "--json"]
+    runs = [
+        CliRunner().invoke(main, [*args, "--searcher", "gp", *extra])
+        for extra in (["--gp-cost-exponent", "1"],) * 2
+    ]
+    assert runs[0].exit_code == 0, runs[0].output
+    assert json.loads(runs[0].output) == json.loads(runs[1].output)
+    assert json.loads(runs[0].output)["settings"]["gp_cost_exponent"] == 1.0
+    refused = CliRunner().invoke(main, [*args, "--searcher", "tpe", "--gp-cost-exponent", "0.5"])
+    assert refused.exit_code == 2
+    assert (
+        refused.output.strip()
+        .splitlines()[-1]
+        .endswith("--gp-cost-exponent: only --searcher gp weighs its proposals by cost, got --searcher tpe")
+    )
 
 
 def test_replay_with_the_gp_says_when_it_switched_to_full_runs_and_what_the_searcher_did(tmp_path) -> None:
