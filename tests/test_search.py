@@ -1,5 +1,8 @@
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Iterator
+
 import numpy as np
 import optuna
 import pytest
@@ -754,6 +757,25 @@ def test_points_fit_any_sampling_searcher_and_not_a_grid() -> None:
         )
 
 
+@contextlib.contextmanager
+def _counting_fits() -> Iterator[list[int]]:
+    """The number of trials of every kernel fit made while the block runs."""
+    import optuna._gp.gp as gp_internals
+
+    fits: list[int] = []
+    original = gp_internals.GPRegressor._fit_kernel_params
+
+    def counting(self, *args, **kwargs):  # type: ignore[no-untyped-def]
+        fits.append(len(self._y_train))
+        return original(self, *args, **kwargs)
+
+    gp_internals.GPRegressor._fit_kernel_params = counting  # type: ignore[method-assign]
+    try:
+        yield fits
+    finally:
+        gp_internals.GPRegressor._fit_kernel_params = original  # type: ignore[method-assign]
+
+
 def _study_misled(sampler, tag_stopped: bool = True) -> tuple[optuna.Study, dict]:
     """Full runs (8 epochs) at x = 0, 0.1, …, 0.6 whose loss falls towards x = 0.6, and trials
     a first rung stopped at epoch 2 at x ≥ 0.72 with a high, flat loss: what the GP is told on a
@@ -821,8 +843,6 @@ def test_the_gp_on_its_longest_runs_refits_when_its_floor_rises_past_many_trials
     the trials now fitted, though their number alone would have kept the old fit."""
     import random
 
-    import optuna._gp.gp as gp_internals
-
     from costtune.gp import EPOCHS_ATTR
 
     optuna.logging.set_verbosity(optuna.logging.WARNING)
@@ -842,15 +862,7 @@ def test_the_gp_on_its_longest_runs_refits_when_its_floor_rises_past_many_trials
                 )
             )
 
-    fits: list[int] = []
-    original = gp_internals.GPRegressor._fit_kernel_params
-
-    def counting(self, *args, **kwargs):  # type: ignore[no-untyped-def]
-        fits.append(len(self._y_train))
-        return original(self, *args, **kwargs)
-
-    gp_internals.GPRegressor._fit_kernel_params = counting
-    try:
+    with _counting_fits() as fits:
         add(210, 2)
         study.ask(dists)
         assert fits == [210]
@@ -860,8 +872,6 @@ def test_the_gp_on_its_longest_runs_refits_when_its_floor_rises_past_many_trials
         add(205, 8)  # the 5th longest now ran 8: 209 trials fitted, a fit of its own
         study.ask(dists)
         assert fits == [210, 209]
-    finally:
-        gp_internals.GPRegressor._fit_kernel_params = original
 
 
 def test_a_sweeps_searcher_tags_epochs_and_forgets_the_rungs_once_the_hedge_switched() -> None:
@@ -1063,8 +1073,6 @@ def test_the_gp_per_unit_of_cost_keeps_its_cost_kernel_while_it_keeps_its_loss_k
     none at the next; the proposals still go where epochs are cheap."""
     import random
 
-    import optuna._gp.gp as gp_internals
-
     from costtune.gp import COST_ATTR, REFIT_EVERY_ASK_UNTIL
 
     optuna.logging.set_verbosity(optuna.logging.WARNING)
@@ -1082,15 +1090,7 @@ def test_the_gp_per_unit_of_cost_keeps_its_cost_kernel_while_it_keeps_its_loss_k
                 params=p, distributions=dists, value=(p["y"] - 0.5) ** 2, user_attrs=attrs
             )
         )
-    fits: list[int] = []
-    original = gp_internals.GPRegressor._fit_kernel_params
-
-    def counting(self, *args, **kwargs):  # type: ignore[no-untyped-def]
-        fits.append(len(self._y_train))
-        return original(self, *args, **kwargs)
-
-    gp_internals.GPRegressor._fit_kernel_params = counting
-    try:
+    with _counting_fits() as fits:
         xs = []
         for ask in range(3):
             trial = study.ask(dists)
@@ -1098,8 +1098,6 @@ def test_the_gp_per_unit_of_cost_keeps_its_cost_kernel_while_it_keeps_its_loss_k
             trial.set_user_attr(COST_ATTR, 100.0 if trial.params["x"] > 0.5 else 1.0)
             study.tell(trial, (trial.params["y"] - 0.5) ** 2)
             assert len(fits) == 2, (ask, fits)  # the loss and the cost process, at the first ask only
-    finally:
-        gp_internals.GPRegressor._fit_kernel_params = original
     assert all(x < 0.5 for x in xs)
     assert study.sampler._cost_gpr is not None
 
