@@ -663,6 +663,9 @@ class CpuGPSampler(optuna.samplers.GPSampler):
             self._checked_out = True
             if best_params is not None:  # never read; with no best trial, the search runs
                 return np.asarray(best_params, dtype=float)[0]
+        if _FAST.get() and getattr(self, "_believer", True):  # absent in an older pickle
+            # before the cost weighs it: the believer stands in for the q-batch LogEI it reads
+            acqf = _believer(acqf) or acqf
         alpha = getattr(self, "_cost_exponent", 0.0)
         costed = [t for t in getattr(self, "_costed", []) if (t.user_attrs.get(COST_ATTR) or 0) > 0]
         if alpha > 0 and len(costed) >= 2:
@@ -683,8 +686,6 @@ class CpuGPSampler(optuna.samplers.GPSampler):
             self._cost_gpr = cost_gpr
             acqf = _PerCost(acqf, cost_gpr, scale, alpha)
         if _FAST.get():
-            if getattr(self, "_believer", True):  # absent in an older pickle
-                acqf = _believer(acqf) or acqf
             acqf, best_params = _at_last_epoch(acqf, best_params)
             return fast_optimize(acqf, best_params, self._rng.rng, **getattr(self, "_fast_search", {}))
         acqf, best_params = _at_last_epoch(acqf, best_params)

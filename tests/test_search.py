@@ -457,6 +457,45 @@ def _asked_fast(study, dists, n: int) -> tuple[list, list]:  # type: ignore[no-u
     return trials, captured
 
 
+def _priced_study(n: int) -> tuple[optuna.Study, dict]:
+    """A GP study per unit of cost (α = 1) with n random trials told: the loss set by
+    |y − 0.5| alone, x > 0.5 100 times dearer per epoch (:data:`costtune.gp.COST_ATTR`)."""
+    import random
+
+    from costtune.gp import COST_ATTR
+
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    dists = {
+        "x": optuna.distributions.FloatDistribution(0.0, 1.0),
+        "y": optuna.distributions.FloatDistribution(0.0, 1.0),
+    }
+    study = optuna.create_study(sampler=gp_sampler(0, n_startup_trials=5, cost_exponent=1.0))
+    rng = random.Random(4)
+    for _ in range(n):
+        p = {"x": rng.random(), "y": rng.random()}
+        attrs = {COST_ATTR: 100.0 if p["x"] > 0.5 else 1.0}
+        study.add_trial(
+            optuna.trial.create_trial(
+                params=p, distributions=dists, value=(p["y"] - 0.5) ** 2, user_attrs=attrs
+            )
+        )
+    return study, dists
+
+
+def test_the_gp_per_unit_of_cost_with_trials_running_weighs_the_believers_log_ei() -> None:
+    """With trials running on the fast ask, ``cost_exponent`` weighs the kriging believer's
+    LogEI by the predicted cost, as the plain fast ask searches the believer's, not the q-batch
+    LogEI (128 joint samples a candidate). The asks spread out and stay cheap."""
+    from costtune import gp
+
+    study, dists = _priced_study(40)
+    trials, captured = _asked_fast(study, dists, 4)  # none told: 0, 1, 2 and 3 running
+    assert all(isinstance(a, gp._PerCost) for a in captured)
+    assert [type(a._inner) for a in captured[1:]] == [gp._acqf.LogEI] * 3
+    xs = [t.params["x"] for t in trials]
+    assert all(x < 0.5 for x in xs) and len(set(xs)) == 4
+
+
 def test_the_lean_log_ei_applies_the_inverse_factor_the_check_and_the_believer_kept() -> None:
     """Where the model check ran, the factor's inverse it made is kept on the process, the
     believer extends it over the running trials ([[L, 0], [B, C]]⁻¹ = [[L⁻¹, 0], [−C⁻¹BL⁻¹,
@@ -488,7 +527,7 @@ def test_the_believer_never_builds_the_q_batch_posterior_it_replaces(monkeypatch
     """With trials running, the fast ask's q-batch LogEI is only a stand-in
     (``_DeferredQLogEI``): the believer takes its place from its arguments, so Optuna's joint
     posterior over the running trials is never built, and the proposals are those the built
-    one gave; per unit of cost, where the believer does not apply, it is built when evaluated."""
+    one gave; per unit of cost too, the believer's LogEI then weighed by the cost."""
     import optuna._gp.gp as optuna_gp
 
     from costtune import gp
@@ -517,7 +556,7 @@ def test_the_believer_never_builds_the_q_batch_posterior_it_replaces(monkeypatch
     deferred = asks()
     assert built == []
     costed = asks(cost_exponent=0.5)
-    assert len(built) == 4  # the asks with trials running, evaluated through the per-cost wrapper
+    assert built == []
     monkeypatch.setattr(gp, "_DeferredQLogEI", gp._QLOGEI)  # Optuna's own, built at once
     assert asks() == deferred and asks(cost_exponent=0.5) == costed
 
@@ -1071,25 +1110,9 @@ def test_the_gp_per_unit_of_cost_keeps_its_cost_kernel_while_it_keeps_its_loss_k
     """Past REFIT_EVERY_ASK_UNTIL trials an ask that keeps the loss process's fit keeps the cost
     process's kernel too, conditioned on the trials it sees: one fit each at the first ask,
     none at the next; the proposals still go where epochs are cheap."""
-    import random
-
     from costtune.gp import COST_ATTR, REFIT_EVERY_ASK_UNTIL
 
-    optuna.logging.set_verbosity(optuna.logging.WARNING)
-    dists = {
-        "x": optuna.distributions.FloatDistribution(0.0, 1.0),
-        "y": optuna.distributions.FloatDistribution(0.0, 1.0),
-    }
-    study = optuna.create_study(sampler=gp_sampler(0, n_startup_trials=5, cost_exponent=1.0))
-    rng = random.Random(4)
-    for _ in range(REFIT_EVERY_ASK_UNTIL + 10):
-        p = {"x": rng.random(), "y": rng.random()}
-        attrs = {COST_ATTR: 100.0 if p["x"] > 0.5 else 1.0}
-        study.add_trial(
-            optuna.trial.create_trial(
-                params=p, distributions=dists, value=(p["y"] - 0.5) ** 2, user_attrs=attrs
-            )
-        )
+    study, dists = _priced_study(REFIT_EVERY_ASK_UNTIL + 10)
     with _counting_fits() as fits:
         xs = []
         for ask in range(3):
