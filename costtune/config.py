@@ -174,8 +174,8 @@ class SearcherConfig(_Strict):
         description="gp only: α > 0 proposes by expected improvement per unit of cost^α, the cost per "
         "epoch a second process learns from the seconds per epoch the trials were metered at (EI per "
         "dollar, with α = 1); 0: off. On LCBench, α = 0.5 reached the targets 8% / 7% cheaper on the "
-        "dev tasks (p < 0.005) and 9% / 3% cheaper on the test tasks, not significant there "
-        "(benchmarks/RESULTS.md, stop 50); each ask past the start-up fits that second process",
+        "dev tasks (p < 0.005) and 9% / 3% cheaper on the test tasks, not significant there, α = 1 "
+        "likewise (benchmarks/RESULTS.md, stops 50 and 52); an ask takes about twice as long",
     )
     model_check: float | None = Field(
         MODEL_CHECK_DEFAULT,
