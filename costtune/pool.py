@@ -157,8 +157,9 @@ class SamplerPool:
 
         curve = self._pending.pop(config_id)
         attrs: dict[str, float] = {EPOCHS_ATTR: epoch}
-        if 0 < epoch <= len(curve.epoch_seconds) and curve.seconds_until(epoch) > 0:
-            attrs[COST_ATTR] = curve.seconds_until(epoch) / epoch  # its seconds per epoch, as a sweep tags it
+        seconds = curve.seconds_until(epoch) if 0 < epoch <= len(curve.epoch_seconds) else 0.0
+        if seconds > 0:
+            attrs[COST_ATTR] = seconds / epoch  # its seconds per epoch, as a sweep tags it
         value = loss if math.isfinite(loss) else None
         self.study.add_trial(
             self._optuna.trial.create_trial(
