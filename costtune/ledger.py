@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import hashlib
 import json
 import math
 import os
@@ -533,6 +534,9 @@ class Ledger:
         _atomic(directory / "trials.csv", lambda p: frame.to_csv(p, index=False))
         _atomic(directory / "trials.parquet", lambda p: frame.to_parquet(p, index=False))
         summary = {**self.summary(), **extra}
+        if self._path is not None:
+            # what a later resume or report checks the log against (:func:`check_intact`)
+            summary[DIGEST_KEY] = ledger_digest(self._path)
         _atomic(
             directory / "summary.json",
             lambda p: Path(p).write_text(json.dumps(summary, indent=2, default=_json_default)),
@@ -557,6 +561,84 @@ def charged_increment(
         previous = epoch - 1 if epoch <= last_epoch else last_epoch
         increment = reported - reported_by_epoch.get(previous, 0.0)
     return max(float(increment), 0.0)
+
+
+#: the ``summary.json`` field that records the log it was written from (:func:`ledger_digest`)
+DIGEST_KEY = "ledger"
+
+
+def ledger_digest(path: Path, size: int | None = None) -> dict[str, Any]:
+    """The log's first ``size`` bytes (default: its whole lines, up to its last newline; a torn
+    last line is no part of the record): their length and SHA-256. The log only grows, so a
+    later log begins with these bytes."""
+    digest, read = hashlib.sha256(), 0
+    with contextlib.suppress(FileNotFoundError), path.open("rb") as fh:
+        if size is None:
+            size = _whole_lines(fh)
+        while read < size:
+            chunk = fh.read(min(1 << 20, size - read))
+            if not chunk:
+                break
+            digest.update(chunk)
+            read += len(chunk)
+    return {"bytes": read, "sha256": digest.hexdigest()}
+
+
+def _whole_lines(fh: Any) -> int:
+    """Bytes up to and including the last newline of the open file ``fh`` (left at 0)."""
+    end = fh.seek(0, os.SEEK_END)
+    at = end
+    while at > 0:
+        step = min(1 << 16, at)
+        fh.seek(at - step)
+        cut = fh.read(step).rfind(b"\n")
+        if cut >= 0:
+            end = at - step + cut + 1
+            break
+        at -= step
+    else:
+        end = 0
+    fh.seek(0)
+    return end
+
+
+def check_intact(directory: Path | str) -> None:
+    """Refuse a run whose ``ledger.jsonl`` no longer holds what its ``summary.json`` was
+    written from: a log cut short, edited or swapped for another run's would re-derive fewer
+    dollars and trials, and a resume would write those over the tables. Raises
+    :class:`ConfigError` in one line; a summary without the record (older runs) is checked
+    by its trial count; an unreadable summary is not checked (the log is the record)."""
+    from costtune.errors import ConfigError
+
+    directory = Path(directory)
+    path = directory / LEDGER_FILE
+    try:
+        written = json.loads((directory / "summary.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return
+    if not isinstance(written, dict):
+        return
+    recorded = written.get(DIGEST_KEY)
+    size = path.stat().st_size if path.exists() else 0
+    if isinstance(recorded, dict) and isinstance(recorded.get("bytes"), int):
+        want = int(recorded["bytes"])
+        if size >= want and ledger_digest(path, want)["sha256"] == recorded.get("sha256"):
+            return
+        what = f"holds {size:,} bytes" if size < want else "differs"
+        raise ConfigError(
+            f"ledger: {path} {what} where the run's summary.json recorded its first {want:,} bytes: "
+            "it was cut short, edited or replaced, and is left as it is (trials.csv still holds the "
+            "trials the summary counted)"
+        )
+    trials = written.get("trials")
+    if isinstance(trials, int) and trials > 0:
+        ids = {e["trial_id"] for e in _read_events(path)} if path.exists() else set()
+        if len(ids) < trials:
+            raise ConfigError(
+                f"ledger: {path} names {len(ids)} trial(s) where the run's summary.json counted "
+                f"{trials}: it was cut short or replaced, and is left as it is (trials.csv still holds "
+                "the trials the summary counted)"
+            )
 
 
 def repair_tail(directory: Path | str) -> int:

@@ -18,7 +18,7 @@ from typing import Any
 import pandas as pd
 
 from costtune.direction import Direction
-from costtune.ledger import Ledger
+from costtune.ledger import Ledger, check_intact
 from costtune.run import ledger_spec, load_run_config
 
 #: Ray Tune's experiment folder inside a run directory
@@ -145,6 +145,7 @@ def load_run(directory: str | Path) -> SweepResult:
     """
     out = Path(directory).resolve()
     config = load_run_config(out)
+    check_intact(out)
     ledger = Ledger(ledger_spec(config), out)
     written: dict[str, Any] = {}
     summary_file = out / "summary.json"

@@ -9,7 +9,7 @@ import yaml
 
 from costtune.config import SweepConfig, parse_config
 from costtune.errors import ConfigError
-from costtune.ledger import LEDGER_FILE, Ledger, LedgerSpec
+from costtune.ledger import LEDGER_FILE, Ledger, LedgerSpec, check_intact
 
 
 @dataclass(frozen=True)
@@ -53,4 +53,5 @@ def load_run_config(directory: str | Path) -> SweepConfig:
 def load_run(directory: str | Path) -> Run:
     """A run directory written by ``run_sweep``: its ``config.yaml`` and ``ledger.jsonl``."""
     config = load_run_config(directory)
+    check_intact(directory)
     return Run(directory=Path(directory), config=config, ledger=Ledger(ledger_spec(config), directory))

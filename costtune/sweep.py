@@ -37,6 +37,7 @@ from costtune.ledger import (
     Ledger,
     LedgerWarning,
     LedgerWriteError,
+    check_intact,
     repair_tail,
     write_json_atomic,
 )
@@ -737,6 +738,7 @@ def resume_sweep(
     lock = claim_existing(out)
     try:
         function = _resumed_trainable(out, trainable)  # before anything in the directory changes
+        check_intact(out)  # a log cut short or swapped would be written over the tables
         repair_tail(out)  # a driver killed mid-line: cut the fragment before anything appends
         repaired = repair_ray_state(out)  # Tune's own state file, cut by the same kill
         if repaired is not None:

@@ -7,7 +7,17 @@ import pandas as pd
 import pytest
 
 from costtune.cost import CostModel
-from costtune.ledger import LEDGER_FILE, Ledger, LedgerSpec, LedgerWarning, repair_tail
+from costtune.errors import ConfigError
+from costtune.ledger import (
+    LEDGER_FILE,
+    Ledger,
+    LedgerSpec,
+    LedgerWarning,
+    check_intact,
+    ledger_digest,
+    repair_tail,
+)
+from costtune.results import load_run
 
 SPEC = LedgerSpec(
     metric="val_loss", mode="min", cost_model=CostModel(), business_value_usd=100.0, max_epochs=4
@@ -269,3 +279,74 @@ def test_a_stretch_held_is_billed_whole_once() -> None:
     assert ledger.charge_held("t", held_s=5.0, charged_then=10.0) == 0.0  # less than timed: nothing
     assert ledger.charge_held("nobody", held_s=5.0, charged_then=0.0) == 0.0
     assert ledger.trials["t"].seconds == pytest.approx(22.0)
+
+
+def test_a_log_cut_short_edited_or_swapped_since_the_summary_is_refused_and_one_that_grew_is_not(
+    tmp_path,
+) -> None:
+    """summary.json records the log it was written from; the log only grows, so a log that no
+    longer begins with those bytes lost what the tables hold."""
+    ledger = Ledger(SPEC, tmp_path)
+    _run_two_trials(ledger)
+    summary = ledger.write_tables(tmp_path)
+    path = tmp_path / LEDGER_FILE
+    recorded = path.read_bytes()
+    assert summary["ledger"] == ledger_digest(path) and summary["ledger"]["bytes"] == len(recorded)
+    check_intact(tmp_path)
+
+    # a resumed sweep appends; a driver killed mid-line leaves a fragment: both still begin alike
+    Ledger(SPEC, tmp_path).record_result("c", epoch=1, seconds=60.0, metrics={"val_loss": 0.3})
+    with path.open("a") as fh:
+        fh.write('{"event": "result", "trial_id": "c", "ep')
+    check_intact(tmp_path)
+
+    grown = path.read_bytes()
+    for damaged, says in (
+        (recorded[: len(recorded) // 2], "holds"),  # cut short
+        (b"", "holds 0 bytes"),  # emptied
+        (recorded.replace(b'"b"', b'"x"', 1) + grown[len(recorded) :], "differs"),  # edited
+        (grown.replace(b"0.7", b"0.1", 1), "differs"),  # an epoch's value changed
+    ):
+        path.write_bytes(damaged)
+        with pytest.raises(
+            ConfigError, match=f"^ledger: .*{LEDGER_FILE} {says}.*cut short, edited or replaced"
+        ):
+            check_intact(tmp_path)
+    # what a ledger computes from a log is the same either way: the check is what tells
+    path.write_bytes(recorded[: len(recorded) // 2])
+    assert len(Ledger(SPEC, tmp_path).trials) < summary["trials"]
+
+    # a summary of an older costtune (no record): its trial count
+    old = {k: v for k, v in summary.items() if k != "ledger"}
+    (tmp_path / "summary.json").write_text(json.dumps(old))
+    path.write_bytes(recorded)
+    check_intact(tmp_path)
+    path.write_bytes(b"".join(recorded.splitlines(keepends=True)[:2]))  # trial a's lines only
+    with pytest.raises(ConfigError, match=r"names 1 trial\(s\) where the run's summary.json counted 2"):
+        check_intact(tmp_path)
+    # an unreadable summary cannot say what the log held: the log is read as it is
+    (tmp_path / "summary.json").write_text("{torn")
+    check_intact(tmp_path)
+
+
+def test_report_compare_and_load_run_refuse_a_log_cut_short_and_leave_the_run_as_it_was(tmp_path) -> None:
+    from click.testing import CliRunner
+
+    from costtune.cli import main
+
+    ledger = Ledger(SPEC, tmp_path)
+    _run_two_trials(ledger)
+    ledger.write_tables(tmp_path)
+    (tmp_path / "config.yaml").write_text(
+        "name: t\nmax_epochs: 4\nnum_samples: 2\nsearch_space: {lr: {type: uniform, low: 0.0, high: 1.0}}\n"
+    )
+    path = tmp_path / LEDGER_FILE
+    path.write_bytes(path.read_bytes()[:100])
+    before = {p.name: p.read_bytes() for p in tmp_path.iterdir()}
+    for args in (["report", str(tmp_path)], ["compare", str(tmp_path), str(tmp_path)]):
+        done = CliRunner().invoke(main, args)
+        assert done.exit_code == 2, done.output
+        assert done.output.startswith("costtune: error: ledger: ") and done.output.count("\n") == 1
+    with pytest.raises(ConfigError, match="cut short"):
+        load_run(tmp_path)
+    assert {p.name: p.read_bytes() for p in tmp_path.iterdir()} == before

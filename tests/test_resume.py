@@ -463,3 +463,21 @@ def test_a_resume_refuses_a_config_edited_away_from_the_searcher_that_ran(small_
     (run / "source.json").write_text('{"config_dir": nu')
     before["source.json"] = (run / "source.json").read_bytes()
     assert "source.json: not the record this sweep wrote (JSONDecodeError)" in resume()
+
+
+def test_a_resume_of_a_run_whose_log_was_cut_short_is_refused_and_writes_nothing(small_run, tmp_path) -> None:
+    """Before: the resume derived its tables from what was left of the log and wrote them over
+    the run's (an emptied log gave 0 trials, $0, exit 0)."""
+    from click.testing import CliRunner
+
+    from costtune.cli import main
+
+    run = tmp_path / "cut"
+    shutil.copytree(small_run.output_dir, run, symlinks=True)
+    log = run / "ledger.jsonl"
+    log.write_bytes(log.read_bytes()[: log.stat().st_size // 2])
+    before = _digest(run)
+    done = CliRunner().invoke(main, ["sweep", "--resume", str(run), "--no-progress"])
+    assert done.exit_code == 2, done.output
+    assert done.output.startswith(f"costtune: error: ledger: {log} holds ") and done.output.count("\n") == 1
+    assert _digest(run) == before
