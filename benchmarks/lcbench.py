@@ -1453,6 +1453,41 @@ def rank_correlations(task_name: str, epochs: tuple[int, ...] = (5, 25), n: int 
 
 
 # ----------------------------------------------------------------------- the table
+def task_runs(mine: list[dict[str, Any]], task: str, target: str) -> list[tuple[float, float, bool]]:
+    """A method's runs on ``task``: (cost ÷ budget with a failure as 1.0, cost ÷ oracle floor, reached?)."""
+    return [
+        (min(u, b) / b, min(u, b) / float(r[f"floor_{target}"]), math.isfinite(u))
+        for r in mine
+        if r["task"] == task
+        for u, b in [(float(r[f"usd_{target}"]), float(r["budget"]))]
+    ]
+
+
+def per_task(rows: list[dict[str, Any]]) -> str:
+    """×floor task by task (each task's median over its seeds, a failure = the budget): the
+    figure the tables print is the median of a row; the two middle tasks set it."""
+    methods = list(dict.fromkeys(str(r["method"]) for r in rows))
+    tasks = sorted({str(r["task"]) for r in rows}, key=lambda t: (len(t), t))
+    out = []
+    for target in TARGETS:
+        out.append(
+            f"\n×floor by task, target {target} (the median of each task's runs; * the two middle tasks)"
+        )
+        out.append("| method | " + " | ".join(tasks) + " | median |\n|---|" + "---:|" * (len(tasks) + 1))
+        for method in methods:
+            mine = [r for r in rows if r["method"] == method]
+            cells = {
+                t: statistics.median(f for _, f, _ in task_runs(mine, t, target))
+                for t in tasks
+                if any(r["task"] == t for r in mine)
+            }
+            order = sorted(cells, key=cells.__getitem__)
+            middle = set(order[(len(order) - 1) // 2 : len(order) // 2 + 1])
+            shown = [f"{cells[t]:.1f}{'*' if t in middle else ''}" if t in cells else "—" for t in tasks]
+            out.append(f"| {method} | " + " | ".join(shown) + f" | {statistics.median(cells.values()):.1f} |")
+    return "\n".join(out)
+
+
 def summarise(rows: list[dict[str, Any]], reference: str = REFERENCE) -> str:
     methods = list(dict.fromkeys(str(r["method"]) for r in rows))
     by = {(str(r["method"]), str(r["task"]), int(r["seed"])): r for r in rows}
@@ -1484,13 +1519,7 @@ def summarise(rows: list[dict[str, Any]], reference: str = REFERENCE) -> str:
             medians, medians_ok, floors, hours = [], [], [], []
             rel_groups, floor_groups = [], []  # each task's runs, for the bootstrap intervals
             for t in tasks:
-                # (cost ÷ budget with a failure as 1.0, cost ÷ oracle floor, reached?)
-                runs = [
-                    (min(u, b) / b, min(u, b) / float(r[f"floor_{target}"]), math.isfinite(u))
-                    for r in mine
-                    if r["task"] == t
-                    for u, b in [(float(r[f"usd_{target}"]), float(r["budget"]))]
-                ]
+                runs = task_runs(mine, t, target)
                 rel_groups.append([rel for rel, _, _ in runs])
                 floor_groups.append([fl for _, fl, _ in runs])
                 medians.append(statistics.median(rel_groups[-1]))
@@ -1613,6 +1642,11 @@ def main() -> None:
     parser.add_argument(
         "--reference", default=None, help=f"the method the paired tests are against (default {REFERENCE})"
     )
+    parser.add_argument(
+        "--per-task",
+        action="store_true",
+        help="also print ×floor task by task (the tables print the median of a row; * the tasks that set it)",
+    )
     args = parser.parse_args()
     named = {"dev": list(DEV_TASKS), "test": list(TEST_TASKS), "wider": list(WIDER_TASKS)}
     if args.from_csv:
@@ -1630,6 +1664,8 @@ def main() -> None:
             print("lcbench.py: error: --from: no row left for these --tasks and --methods", file=sys.stderr)
             raise SystemExit(2)
         print(summarise(rows, args.reference or REFERENCE))
+        if args.per_task:
+            print(per_task(rows))
         return
     args.tasks = args.tasks or "dev"
     tasks = named.get(args.tasks) or (
@@ -1738,6 +1774,8 @@ def main() -> None:
             print(f"  {method}: {PEER_SETTINGS[base].replace('52', full)}")
     reference = args.reference or (REFERENCE if REFERENCE in methods else methods[0])
     print(summarise(rows, reference))
+    if args.per_task:
+        print(per_task(rows))
 
 
 if __name__ == "__main__":

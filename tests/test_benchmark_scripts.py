@@ -1244,3 +1244,34 @@ def test_ask_ab_gives_the_same_proposals_where_both_sides_are_this_checkout(tmp_
     )
     assert bad.returncode == 2 and bad.stdout == ""
     assert bad.stderr.strip().splitlines()[-1].endswith(f"--base: {tmp_path} has no costtune/tpe.py")
+
+
+def test_lcbench_per_task_prints_each_tasks_floor_multiple_and_stars_the_tasks_that_set_the_median() -> None:
+    sys.path.insert(0, str(REPO / "benchmarks"))
+    from lcbench import per_task
+
+    rows = []
+    # ×floor by task (floor $1): 2, 4, 6 and 30 (a failure: the budget, $30)
+    for task, usds in (
+        ("3945", (2.0, 2.0, 9.0)),
+        ("7593", (4.0,)),
+        ("34539", (6.0,)),
+        ("126025", (math.inf,)),
+    ):
+        for seed, usd in enumerate(usds):
+            rows.append(
+                {
+                    "method": "m",
+                    "task": task,
+                    "seed": seed,
+                    "budget": 30.0,
+                    "usd_GRID": usd,
+                    "floor_GRID": 1.0,
+                }
+                | {"usd_TOP1": usd, "floor_TOP1": 2.0}
+            )
+    printed = per_task(rows).splitlines()
+    grid = printed[printed.index(next(line for line in printed if "target GRID" in line)) + 3]
+    assert grid == "| m | 2.0 | 4.0* | 6.0* | 30.0 | 5.0 |"
+    top1 = printed[printed.index(next(line for line in printed if "target TOP1" in line)) + 3]
+    assert top1 == "| m | 1.0 | 2.0* | 3.0* | 15.0 | 2.5 |"
