@@ -571,43 +571,18 @@ def ledger_digest(path: Path, size: int | None = None) -> dict[str, Any]:
     """The log's first ``size`` bytes (default: its whole lines, up to its last newline; a torn
     last line is no part of the record): their length and SHA-256. The log only grows, so a
     later log begins with these bytes."""
-    digest, read = hashlib.sha256(), 0
-    with contextlib.suppress(FileNotFoundError), path.open("rb") as fh:
-        if size is None:
-            size = _whole_lines(fh)
-        while read < size:
-            chunk = fh.read(min(1 << 20, size - read))
-            if not chunk:
-                break
-            digest.update(chunk)
-            read += len(chunk)
-    return {"bytes": read, "sha256": digest.hexdigest()}
+    data = path.read_bytes() if path.exists() else b""
+    whole = data[: data.rfind(b"\n") + 1 if size is None else size]
+    return {"bytes": len(whole), "sha256": hashlib.sha256(whole).hexdigest()}
 
 
-def _whole_lines(fh: Any) -> int:
-    """Bytes up to and including the last newline of the open file ``fh`` (left at 0)."""
-    end = fh.seek(0, os.SEEK_END)
-    at = end
-    while at > 0:
-        step = min(1 << 16, at)
-        fh.seek(at - step)
-        cut = fh.read(step).rfind(b"\n")
-        if cut >= 0:
-            end = at - step + cut + 1
-            break
-        at -= step
-    else:
-        end = 0
-    fh.seek(0)
-    return end
-
-
-def check_intact(directory: Path | str) -> None:
+def check_intact(directory: Path | str) -> dict[str, Any]:
     """Refuse a run whose ``ledger.jsonl`` no longer holds what its ``summary.json`` was
     written from: a log cut short, edited or swapped for another run's would re-derive fewer
     dollars and trials, and a resume would write those over the tables. Raises
     :class:`ConfigError` in one line; a summary without the record (older runs) is checked
-    by its trial count; an unreadable summary is not checked (the log is the record)."""
+    by its trial count; an unreadable summary is not checked (the log is the record).
+    Returns the summary as written (``{}`` where there is none or it cannot be read)."""
     from costtune.errors import ConfigError
 
     directory = Path(directory)
@@ -615,15 +590,15 @@ def check_intact(directory: Path | str) -> None:
     try:
         written = json.loads((directory / "summary.json").read_text(encoding="utf-8"))
     except (OSError, ValueError):
-        return
+        return {}
     if not isinstance(written, dict):
-        return
+        return {}
     recorded = written.get(DIGEST_KEY)
     size = path.stat().st_size if path.exists() else 0
     if isinstance(recorded, dict) and isinstance(recorded.get("bytes"), int):
         want = int(recorded["bytes"])
         if size >= want and ledger_digest(path, want)["sha256"] == recorded.get("sha256"):
-            return
+            return written
         what = f"holds {size:,} bytes" if size < want else "differs"
         raise ConfigError(
             f"ledger: {path} {what} where the run's summary.json recorded its first {want:,} bytes: "
@@ -639,6 +614,7 @@ def check_intact(directory: Path | str) -> None:
                 f"{trials}: it was cut short or replaced, and is left as it is (trials.csv still holds "
                 "the trials the summary counted)"
             )
+    return written
 
 
 def repair_tail(directory: Path | str) -> int:

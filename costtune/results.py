@@ -145,15 +145,8 @@ def load_run(directory: str | Path) -> SweepResult:
     """
     out = Path(directory).resolve()
     config = load_run_config(out)
-    check_intact(out)
+    written = check_intact(out)  # the summary as written: its wall time
     ledger = Ledger(ledger_spec(config), out)
-    written: dict[str, Any] = {}
-    summary_file = out / "summary.json"
-    if summary_file.is_file():
-        try:
-            written = json.loads(summary_file.read_text())
-        except (OSError, ValueError):
-            written = {}
     running = any(r.status == "RUNNING" for r in ledger.trials.values())
     summary = {**ledger.summary(), "output_dir": str(out)}
     if "wall_seconds" in written and not running:
