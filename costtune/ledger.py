@@ -576,37 +576,83 @@ def ledger_digest(path: Path, size: int | None = None) -> dict[str, Any]:
     return {"bytes": len(whole), "sha256": hashlib.sha256(whole).hexdigest()}
 
 
+#: beside Ray's state snapshots (``.ray_state/``): what the log held at the run's last save
+MARK_FILE = "ledger-mark.json"
+
+
+class LedgerMark:
+    """The log's record (:func:`ledger_digest`'s ``{bytes, sha256}``) kept as a run goes: each
+    :meth:`update` reads on from where the last stopped, so a save costs the new lines only.
+    A run killed before its first ``summary.json`` still leaves this record for
+    :func:`check_intact` (written with Ray's state snapshot, ``.ray_state/ledger-mark.json``)."""
+
+    def __init__(self) -> None:
+        self._size = 0
+        self._hash = hashlib.sha256()
+
+    def update(self, path: Path) -> dict[str, Any]:
+        try:
+            with path.open("rb") as fh:
+                fh.seek(self._size)
+                data = fh.read()
+        except FileNotFoundError:
+            data = b""
+        whole = data[: data.rfind(b"\n") + 1]  # a line being written is no part of the record yet
+        self._hash.update(whole)
+        self._size += len(whole)
+        return {"bytes": self._size, "sha256": self._hash.hexdigest()}
+
+
+def _json_object(path: Path) -> dict[str, Any]:
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
 def check_intact(directory: Path | str) -> dict[str, Any]:
-    """Refuse a run whose ``ledger.jsonl`` no longer holds what its ``summary.json`` was
-    written from: a log cut short, edited or swapped for another run's would re-derive fewer
-    dollars and trials, and a resume would write those over the tables. Raises
-    :class:`ConfigError` in one line; a summary without the record (older runs) is checked
-    by its trial count; an unreadable summary is not checked (the log is the record).
+    """Refuse a run whose ``ledger.jsonl`` no longer holds what was recorded of it: a log cut
+    short, edited or swapped for another run's would re-derive fewer dollars and trials, and a
+    resume would write those over the tables. The records: ``summary.json``'s (the log the
+    tables were derived from) and the run's last saved state's (:class:`LedgerMark`, which a
+    run killed before its first summary has too). The log only grows, so it must begin with
+    each. Raises :class:`ConfigError` in one line; a summary without the record (older runs)
+    is checked by its trial count; an unreadable record is not checked (the log is the record).
     Returns the summary as written (``{}`` where there is none or it cannot be read)."""
     from costtune.errors import ConfigError
+    from costtune.rundir import RAY_STATE_COPIES
 
     directory = Path(directory)
     path = directory / LEDGER_FILE
-    try:
-        written = json.loads((directory / "summary.json").read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return {}
-    if not isinstance(written, dict):
-        return {}
-    recorded = written.get(DIGEST_KEY)
-    size = path.stat().st_size if path.exists() else 0
-    if isinstance(recorded, dict) and isinstance(recorded.get("bytes"), int):
-        want = int(recorded["bytes"])
-        if size >= want and ledger_digest(path, want)["sha256"] == recorded.get("sha256"):
-            return written
-        what = f"holds {size:,} bytes" if size < want else "differs"
-        raise ConfigError(
-            f"ledger: {path} {what} where the run's summary.json recorded its first {want:,} bytes: "
-            "it was cut short, edited or replaced, and is left as it is (trials.csv still holds the "
-            "trials the summary counted)"
+    written = _json_object(directory / "summary.json")
+    records = [
+        (f"the run's {where}", record)
+        for where, record in (
+            ("summary.json", written.get(DIGEST_KEY)),
+            (
+                f"last saved state ({RAY_STATE_COPIES}/{MARK_FILE})",
+                _json_object(directory / RAY_STATE_COPIES / MARK_FILE),
+            ),
         )
+        if isinstance(record, dict)
+        and isinstance(record.get("bytes"), int)
+        and isinstance(record.get("sha256"), str)
+    ]
+    if records:
+        data = path.read_bytes() if path.exists() else b""
+        for who, record in records:
+            want = int(record["bytes"])
+            if len(data) >= want and hashlib.sha256(data[:want]).hexdigest() == record["sha256"]:
+                continue
+            what = f"holds {len(data):,} bytes" if len(data) < want else "differs"
+            raise ConfigError(
+                f"ledger: {path} {what} where {who} recorded its first {want:,} bytes: it was cut "
+                "short, edited or replaced, and is left as it is"
+                + (" (trials.csv still holds the trials the summary counted)" if written else "")
+            )
     trials = written.get("trials")
-    if isinstance(trials, int) and trials > 0:
+    if not isinstance(written.get(DIGEST_KEY), dict) and isinstance(trials, int) and trials > 0:
         ids = {e["trial_id"] for e in _read_events(path)} if path.exists() else set()
         if len(ids) < trials:
             raise ConfigError(

@@ -273,7 +273,7 @@ def _file_whole(path: Path) -> bool:
         return False
 
 
-def keep_ray_state(run_dir: Path, seen: dict[str, tuple[int, int]], source: Path | None = None) -> None:
+def keep_ray_state(run_dir: Path, seen: dict[str, tuple[int, int]], source: Path | None = None) -> bool:
     """Snapshot Ray's experiment state after each of Tune's saves, whole and consistent.
 
     One save writes several files in turn: the experiment state, then the searcher's state
@@ -287,11 +287,13 @@ def keep_ray_state(run_dir: Path, seen: dict[str, tuple[int, int]], source: Path
 
     ``source`` is where the set is read: the driver's staging folder, which the driver's own
     thread wrote (the run's copy may be mid-copy at that moment); the run's ``ray/`` folder
-    when not given. A set with a file that does not read whole is not snapshotted.
+    when not given. A set with a file that does not read whole is not snapshotted. Returns
+    whether a snapshot was written.
     """
     from costtune.ledger import write_bytes_atomic
 
     experiment = source if source is not None else run_dir / EXPERIMENT_NAME
+    wrote = False
     for state in experiment.glob(_RAY_STATE_GLOB):
         try:
             stat = state.stat()
@@ -315,6 +317,8 @@ def keep_ray_state(run_dir: Path, seen: dict[str, tuple[int, int]], source: Path
                 archive.writestr(name, data)
         seen[state.name] = key
         write_bytes_atomic(_snapshot_path(run_dir, _session(state)), buffer.getvalue())
+        wrote = True
+    return wrote
 
 
 def repair_ray_state(run_dir: Path) -> str | None:

@@ -10,7 +10,9 @@ from costtune.cost import CostModel
 from costtune.errors import ConfigError
 from costtune.ledger import (
     LEDGER_FILE,
+    MARK_FILE,
     Ledger,
+    LedgerMark,
     LedgerSpec,
     LedgerWarning,
     check_intact,
@@ -326,6 +328,50 @@ def test_a_log_cut_short_edited_or_swapped_since_the_summary_is_refused_and_one_
         check_intact(tmp_path)
     # an unreadable summary cannot say what the log held: the log is read as it is
     (tmp_path / "summary.json").write_text("{torn")
+    check_intact(tmp_path)
+
+
+def test_a_run_killed_before_its_first_summary_is_checked_against_its_last_saved_mark(tmp_path) -> None:
+    """Before: with no summary.json (a sweep killed before it first ended) nothing recorded what
+    the log held, and a log cut short was read as it was. The mark kept with Ray's state is that
+    record; it reads on from where it stopped, so it equals the digest of the whole lines."""
+    path = tmp_path / LEDGER_FILE
+    mark = LedgerMark()
+    assert mark.update(path) == ledger_digest(path) == {"bytes": 0, "sha256": ledger_digest(path)["sha256"]}
+    ledger = Ledger(SPEC, tmp_path)
+    ledger.record_result("a", epoch=1, seconds=60.0, metrics={"val_loss": 0.9}, config={"lr": 0.1})
+    assert mark.update(path) == ledger_digest(path)
+    _run_two_trials(ledger)
+    with path.open("a") as fh:
+        fh.write('{"event": "result", "trial_id": "c", "ep')  # a line being written: not recorded yet
+    record = mark.update(path)
+    assert record == ledger_digest(path) and record["bytes"] < path.stat().st_size
+    saved = tmp_path / ".ray_state" / MARK_FILE
+    saved.parent.mkdir()
+    saved.write_text(json.dumps(record))
+    assert not (tmp_path / "summary.json").exists()
+    check_intact(tmp_path)  # the log begins with what was recorded
+
+    whole = path.read_bytes()
+    path.write_bytes(whole[: record["bytes"] // 2])
+    with pytest.raises(
+        ConfigError, match=r"holds .* where the run's last saved state \(\.ray_state/ledger-mark"
+    ):
+        check_intact(tmp_path)
+    # a log cut under a running mark: the mark keeps the record of what it read
+    assert mark.update(path) == record
+    path.write_bytes(whole.replace(b"0.9", b"0.1", 1))
+    with pytest.raises(ConfigError, match="differs where the run's last saved state"):
+        check_intact(tmp_path)
+    # with a summary too, each record is checked: the mark is the newer and the longer
+    path.write_bytes(whole[: whole.rfind(b"\n") + 1])
+    summary = Ledger(SPEC, tmp_path).write_tables(tmp_path)
+    assert summary["ledger"] == record
+    check_intact(tmp_path)
+    saved.write_text(json.dumps({**record, "bytes": record["bytes"] + 1}))
+    with pytest.raises(ConfigError, match="last saved state"):
+        check_intact(tmp_path)
+    saved.write_text("{torn")  # an unreadable mark says nothing: the summary's record stands
     check_intact(tmp_path)
 
 

@@ -18,6 +18,7 @@ import pandas as pd
 import pytest
 import yaml
 
+from costtune.ledger import ledger_digest
 from costtune.sweep import resume_sweep
 from tests.conftest import SMALL
 
@@ -480,4 +481,31 @@ def test_a_resume_of_a_run_whose_log_was_cut_short_is_refused_and_writes_nothing
     done = CliRunner().invoke(main, ["sweep", "--resume", str(run), "--no-progress"])
     assert done.exit_code == 2, done.output
     assert done.output.startswith(f"costtune: error: ledger: {log} holds ") and done.output.count("\n") == 1
+    assert _digest(run) == before
+
+
+def test_a_run_killed_before_its_first_tables_is_refused_when_its_log_was_cut_short(tmp_path) -> None:
+    """Before: until the sweep first wrote its tables (at a trial's end, at most every few
+    seconds) nothing recorded what the log held, and a resume read a cut log as it was. The
+    mark saved with each of Ray's state snapshots is that record now, and the fresher one: the
+    tables' record lags the log by whatever ran since they were last written."""
+    from click.testing import CliRunner
+
+    from costtune.cli import main
+
+    run = _killed_run(tmp_path, "marked")
+    log = run / "ledger.jsonl"
+    mark = json.loads((run / ".ray_state" / "ledger-mark.json").read_text())
+    assert mark["bytes"] > 0 and mark == ledger_digest(log, mark["bytes"])  # lines the log begins with
+    for table in ("summary.json", "trials.csv", "trials.parquet"):
+        (run / table).unlink(missing_ok=True)  # as a run killed before its first trial ended has it
+    log.write_bytes(log.read_bytes()[: mark["bytes"] // 2])
+    before = _digest(run)
+    for args in (["sweep", "--resume", str(run), "--no-progress"], ["report", str(run)]):
+        done = CliRunner().invoke(main, args)
+        assert done.exit_code == 2, done.output
+        assert (
+            done.output.startswith(f"costtune: error: ledger: {log} holds ") and done.output.count("\n") == 1
+        )
+        assert "the run's last saved state (.ray_state/ledger-mark.json)" in done.output
     assert _digest(run) == before

@@ -12,9 +12,18 @@ from typing import Any
 from ray.tune import Callback
 
 from costtune.cost import device_hours, is_gpu
-from costtune.ledger import COST_FIELDS, RAY_RESULT_FIELDS, Ledger, LedgerWriteError
+from costtune.ledger import (
+    COST_FIELDS,
+    LEDGER_FILE,
+    MARK_FILE,
+    RAY_RESULT_FIELDS,
+    Ledger,
+    LedgerMark,
+    LedgerWriteError,
+    write_json_atomic,
+)
 from costtune.policy import StopReason
-from costtune.rundir import disk_full, keep_ray_state, relocated
+from costtune.rundir import RAY_STATE_COPIES, disk_full, keep_ray_state, relocated
 from costtune.schedulers.placement import actor_lifetime, actor_of, trial_devices
 
 _log = logging.getLogger("costtune")
@@ -271,12 +280,15 @@ class KeepRayState(Callback):
 
     Tune rewrites that file in place; a kill during the write cuts it, and a resume would
     then restart the sweep from nothing. After each step of Tune's loop, a state file that
-    changed and reads whole is copied (a stat per step; a parse only when it changed).
+    changed and reads whole is copied (a stat per step; a parse only when it changed). With
+    each copy goes the ledger's record at that moment (:class:`~costtune.ledger.LedgerMark`):
+    what a log cut short is checked against where no ``summary.json`` was written yet.
     """
 
     def __init__(self, run_dir: Path) -> None:
         self.run_dir = run_dir
         self._seen: dict[str, tuple[int, int]] = {}
+        self._mark = LedgerMark()
 
     def __getstate__(self) -> dict[str, Any]:
         return {"run_dir": self.run_dir}
@@ -284,10 +296,13 @@ class KeepRayState(Callback):
     def __setstate__(self, state: dict[str, Any]) -> None:
         self.run_dir = relocated(state["run_dir"], is_run_dir=True)  # a copied or moved run
         self._seen = {}
+        self._mark = LedgerMark()
 
     def on_step_end(self, iteration: int, trials: list, **info: Any) -> None:
         with contextlib.suppress(OSError):  # a full disk must not end the sweep here
-            keep_ray_state(self.run_dir, self._seen, _driver_staging(trials))
+            if keep_ray_state(self.run_dir, self._seen, _driver_staging(trials)):
+                mark = self._mark.update(self.run_dir / LEDGER_FILE)
+                write_json_atomic(self.run_dir / RAY_STATE_COPIES / MARK_FILE, mark)
 
     def on_experiment_end(self, trials: list, **info: Any) -> None:
         self.on_step_end(0, trials)
