@@ -142,6 +142,8 @@ def refuse_unresumable(directory: Path) -> None:
 
 #: the run directory a resume is restoring into, while it restores (see :func:`resuming`)
 _resume_dir: Path | None = None
+#: the resume's own name for Ray's driver staging folder, while it restores (see :func:`resuming`)
+_resume_stamp: str | None = None
 #: Ray Tune's experiment folder inside a run directory (``RunConfig(name=...)``)
 EXPERIMENT_NAME = "ray"
 
@@ -157,18 +159,27 @@ def resuming(directory: Path) -> Iterator[None]:
     paths), and its search generator's saved experiment with the old storage path (new trials
     would write their checkpoints into the original run). costtune's objects ask
     :func:`relocated` on unpickling; Ray's ``StorageContext`` is rebased here.
-    """
-    from ray.train._internal.storage import StorageContext
 
-    global _resume_dir
-    previous = _resume_dir
+    Each resume also stages its files in a driver folder of its own. Tune names that folder
+    by the run's first start (``<Ray session>/artifacts/<timestamp>/ray``) and restores the
+    search generator from the newest state file there: a second resume of the same run, or
+    of a copy of it, in one Ray session (one Python process, or one cluster) met the first
+    one's files, restored its finished search, and ended short of ``num_samples``.
+    """
+    import uuid
+
+    from ray.train._internal.storage import StorageContext
+    from ray.tune.utils import date_str
+
+    global _resume_dir, _resume_stamp
+    previous = _resume_dir, _resume_stamp
     had_own = "__setstate__" in StorageContext.__dict__
-    _resume_dir = directory
+    _resume_dir, _resume_stamp = directory, f"{date_str()}-resume-{uuid.uuid4().hex[:8]}"
     StorageContext.__setstate__ = _rebased_storage_state
     try:
         yield
     finally:
-        _resume_dir = previous
+        _resume_dir, _resume_stamp = previous
         if not had_own:
             del StorageContext.__setstate__
 
@@ -182,6 +193,8 @@ def relocated(path: Path, *, is_run_dir: bool = False) -> Path:
 
 def _rebased_storage_state(self: Any, state: dict[str, Any]) -> None:
     self.__dict__.update(state)
+    if _resume_stamp is not None and "_timestamp" in state:  # every context alike: one folder
+        self._timestamp = _resume_stamp
     # the experiment's own context (new trials copy it); a trial's context is left to Tune,
     # which moves it and its tracked checkpoints together (Trial.set_storage)
     if (

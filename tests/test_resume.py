@@ -175,8 +175,9 @@ def test_a_copied_or_moved_run_resumes_into_itself_and_leaves_the_original_untou
     ray_session, tmp_path
 ) -> None:
     original = _killed_run(tmp_path, "original")
-    copy, moved = tmp_path / "copy", tmp_path / "moved"
+    copy, second, moved = tmp_path / "copy", tmp_path / "second", tmp_path / "moved"
     shutil.copytree(original, copy, symlinks=True)
+    shutil.copytree(original, second, symlinks=True)
     untouched = _digest(original)
     ledger_before = _events(copy)
 
@@ -194,6 +195,12 @@ def test_a_copied_or_moved_run_resumes_into_itself_and_leaves_the_original_untou
     assert set(frame["trial_id"]) - {t for t in frame["trial_id"] if t in trial_dirs} <= set(
         frame.loc[frame["stop_reason"] == "interrupted", "trial_id"]
     )
+    # a second copy of the same run, in the same Ray session: Tune names its driver staging
+    # folder by the run's first start, so this resume met the first one's files there and
+    # restored its finished search (3 of 6 trials, stop 54) unless each resume stages its own
+    again = resume_sweep(second)
+    assert (again.trials["stop_reason"] != "interrupted").sum() == 6
+    assert _digest(original) == untouched
 
     shutil.move(original, moved)
     done = subprocess.run(
