@@ -166,15 +166,12 @@ def resuming(directory: Path) -> Iterator[None]:
     of a copy of it, in one Ray session (one Python process, or one cluster) met the first
     one's files, restored its finished search, and ended short of ``num_samples``.
     """
-    import uuid
-
     from ray.train._internal.storage import StorageContext
-    from ray.tune.utils import date_str
 
     global _resume_dir, _resume_stamp
     previous = _resume_dir, _resume_stamp
     had_own = "__setstate__" in StorageContext.__dict__
-    _resume_dir, _resume_stamp = directory, f"{date_str()}-resume-{uuid.uuid4().hex[:8]}"
+    _resume_dir, _resume_stamp = directory, _new_stamp()
     StorageContext.__setstate__ = _rebased_storage_state
     try:
         yield
@@ -182,6 +179,43 @@ def resuming(directory: Path) -> Iterator[None]:
         _resume_dir, _resume_stamp = previous
         if not had_own:
             del StorageContext.__setstate__
+
+
+def _new_stamp() -> str:
+    """A name for Ray's driver staging folder that no other sweep or resume has: Ray's own is
+    the second an experiment started."""
+    import uuid
+
+    from ray.tune.utils import date_str
+
+    return f"{date_str()}-{uuid.uuid4().hex[:8]}"
+
+
+@contextmanager
+def staging_of_its_own() -> Iterator[None]:
+    """While a sweep runs, Ray stages its driver's files in a folder of this sweep's own.
+
+    Ray names that folder ``<Ray session>/artifacts/<the second the experiment started>/<its
+    name>``, syncs the whole folder into the run's ``ray/``, and costtune names every
+    experiment ``ray``: two sweeps started in one second on one Ray (a cluster's head node, or
+    one process) shared it, and each run's ``ray/`` received the other's trial folders.
+    Every ``StorageContext`` created meanwhile (the experiment's; trials copy it) gets one
+    name of its own (:func:`resuming` does the same for a restored one).
+    """
+    from ray.train._internal.storage import StorageContext
+
+    original = StorageContext.__init__
+    stamp = _new_stamp()
+
+    def init(self: Any, *args: Any, **kwargs: Any) -> None:
+        original(self, *args, **kwargs)
+        self._timestamp = stamp
+
+    StorageContext.__init__ = init
+    try:
+        yield
+    finally:
+        StorageContext.__init__ = original
 
 
 def relocated(path: Path, *, is_run_dir: bool = False) -> Path:

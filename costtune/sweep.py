@@ -65,6 +65,7 @@ from costtune.rundir import (
     refuse_unresumable,
     repair_ray_state,
     resuming,
+    staging_of_its_own,
     tune_known_trials,
 )
 from costtune.schedulers.idle import IdleGpuStopper
@@ -534,7 +535,7 @@ def _fit_and_write(tuner: Any, config: SweepConfig, ledger: Ledger, out: Path) -
     failure: str | None = None
     was_interrupted = False
     ledger_writable = True
-    with _watch_interrupts() as interrupted, _quiet_ray_logs():
+    with _watch_interrupts() as interrupted, _quiet_ray_logs(), staging_of_its_own():
         try:
             tuner.fit()
         except LedgerWriteError as exc:  # the books cannot be kept (a full disk): stop here

@@ -327,3 +327,19 @@ def test_a_sweep_with_the_gp_searcher(ray_session, tmp_path, over_epochs) -> Non
     assert state["_sampler"]._fidelity_epochs == (2 if over_epochs else None)
     # fifo: only the process over epochs needs them told (a hyperband sweep tells them always)
     assert [t.user_attrs.get(EPOCHS_ATTR) for t in study.trials] == [2 if over_epochs else None] * 5
+
+
+def test_two_sweeps_started_in_one_second_keep_their_trials_apart(ray_session, tmp_path, monkeypatch) -> None:
+    """Ray stages a driver's files in ``<Ray session>/artifacts/<the second it started>/<name>``
+    and syncs that folder into the run; every costtune experiment is named ``ray``. Before, two
+    sweeps started in one second on one Ray shared the folder, and each run's ``ray/`` held the
+    other's trial folders too (stop 54: 12 in each of two 6-trial runs on one cluster). Here the
+    second is frozen, so the two sweeps of one process meet as two of a cluster would."""
+    import ray.tune.utils
+
+    monkeypatch.setattr(ray.tune.utils, "date_str", lambda: "2026-12-06_17-02-27")
+    config = {**SMALL, "max_epochs": 2, "num_samples": 2}
+    for name in ("first", "second"):
+        result = run_sweep(parse_config({**config, "name": name}), tmp_path / name)
+        folders = {p.name.split("_")[2] for p in (tmp_path / name / "ray").iterdir() if p.is_dir()}
+        assert folders == set(result.trials["trial_id"]), name
