@@ -571,9 +571,10 @@ def ledger_digest(path: Path, size: int | None = None) -> dict[str, Any]:
     """The log's first ``size`` bytes (default: its whole lines, up to its last newline; a torn
     last line is no part of the record): their length and SHA-256. The log only grows, so a
     later log begins with these bytes."""
-    data = path.read_bytes() if path.exists() else b""
-    whole = data[: data.rfind(b"\n") + 1 if size is None else size]
-    return {"bytes": len(whole), "sha256": hashlib.sha256(whole).hexdigest()}
+    if size is None:
+        return LedgerMark().update(path)  # the whole lines, as a run's mark reads them
+    data = path.read_bytes()[:size] if path.exists() else b""
+    return {"bytes": len(data), "sha256": hashlib.sha256(data).hexdigest()}
 
 
 #: beside Ray's state snapshots (``.ray_state/``): what the log held at the run's last save
