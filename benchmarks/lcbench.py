@@ -397,6 +397,8 @@ _NUMBERED: dict[str, tuple[str, str]] = {
     "^": ("misrank_tau", _REAL),
     "+": ("weak_rank_fit", _WHOLE),
     "%": ("model_check", _REAL),
+    "=": ("oracle_stop_from", _WHOLE),
+    "#": ("ratio_stop", _WHOLE),
 }
 
 
@@ -530,6 +532,12 @@ def parse_variant(method: str) -> tuple[str, dict[str, Any]]:
     ``^<θ>`` (any costtune-hb method, with ``J``): the brackets open once the first rung's kept
     trials reach the second with Kendall's τ ≤ θ (``AsyncHyperband(misrank_tau=θ)``; 0, the
     default, is ``S``'s rule: no more pairs in order than reversed).
+    ``=<e>`` (TPE methods): a diagnostic upper bound, not a method: past epoch e, a trial stops
+    once nothing left of its curve beats the lowest loss any trial has shown (:class:`OracleStop`,
+    a perfect predictive termination against the incumbent).
+    ``#<n>`` (TPE methods, a prototype): a trial stops at epoch k once even the largest fall after
+    epoch k of the n or more trials that ended past epoch 25 would leave it above the lowest loss
+    any trial has shown (:class:`RatioStop`); ``#<n><hh>`` (n ≥ 1, hh two digits): past epoch hh.
     ``v``: a trial the look-ahead pruned is told to TPE at its estimated loss at the rung
     (``AsyncHyperband.rung_estimate``), not at its last loss.
     """
@@ -588,6 +596,8 @@ def run_tpe_loop(
     constant_liar: bool = False,
     oracle_rungs: bool = False,
     oracle_tell: bool = False,
+    oracle_stop_from: int = 0,
+    ratio_stop: int = 0,
     gp: bool = False,
     n_startup: int = 10,
     cost_exponent: float = 0.0,
@@ -724,6 +734,11 @@ def run_tpe_loop(
         policy = SmoothedRungs(policy, smooth_rungs)  # type: ignore[assignment]
     if oracle_rungs and policy is not None:
         policy = OracleRungs(policy, by_id)  # type: ignore[assignment]
+    if oracle_stop_from and policy is not None:
+        policy = OracleStop(policy, by_id, oracle_stop_from)  # type: ignore[assignment]
+    if ratio_stop and policy is not None:
+        n, horizon = divmod(ratio_stop, 100) if ratio_stop >= 100 else (ratio_stop, 25)
+        policy = RatioStop(policy, n, horizon)  # type: ignore[assignment]
     if predicted_rungs and policy is not None:
         policy = PredictedRungs(policy)  # type: ignore[assignment]
     return sim_trace(
@@ -993,6 +1008,75 @@ class OracleRungs:
         return getattr(self._policy, name)
 
 
+class OracleStop:
+    """A diagnostic, not a method: past epoch ``after``, a trial stops as soon as nothing left
+    of its curve will beat the lowest loss any trial has shown so far, its own included (a perfect predictive
+    termination against the incumbent, Domhan et al. 2015's rule with a perfect curve model).
+    It never stops a trial that will reach a target the sweep has not: the incumbent is above
+    it. The rungs, the stopper and the searcher see the real losses."""
+
+    def __init__(self, policy: AsyncHyperband, curves: dict[str, Curve], after: int) -> None:
+        self._policy = policy
+        self._curves = curves
+        self._after = after
+        self._best = math.inf
+        self.stops = 0
+
+    def on_result(self, config_id: str, epoch: int, loss: float, cost_usd: float) -> Any:
+        said = self._policy.on_result(config_id, epoch, loss, cost_usd)
+        self._best = min(self._best, loss)
+        rest = self._curves[config_id].val_loss[epoch:]
+        if said is Decision.STOP or epoch <= self._after or len(rest) == 0:
+            return said
+        if float(rest.min()) >= self._best:
+            self.stops += 1
+            return Decision.STOP
+        return said
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._policy, name)
+
+
+class RatioStop:
+    """A prototype: a trial stops at epoch k once even the largest fall the sweep has seen after
+    epoch k would not take it below the lowest loss any trial has shown. The falls are those of
+    the trials that ended past ``horizon`` epochs: each one's best loss ÷ its loss at epoch k,
+    the lowest of these ratios the most optimistic. Judged once ``evidence`` such trials ended;
+    the sweep's own curves say how far a curve still falls, so slow curves judge themselves
+    leniently. The rungs, the stopper and the searcher see the real losses."""
+
+    def __init__(self, policy: AsyncHyperband, evidence: int, horizon: int = 25) -> None:
+        self._policy = policy
+        self._evidence = evidence
+        self._horizon = horizon
+        self._best = math.inf
+        self._losses: dict[str, list[float]] = {}
+        self._falls: list[list[float]] = []  # per long trial ended: best ÷ loss at epoch k
+        self.stops = 0
+
+    def on_result(self, config_id: str, epoch: int, loss: float, cost_usd: float) -> Any:
+        said = self._policy.on_result(config_id, epoch, loss, cost_usd)
+        self._losses.setdefault(config_id, []).append(loss)
+        self._best = min(self._best, loss)
+        if said is Decision.STOP:
+            return said
+        ratios = [f[epoch - 1] for f in self._falls if len(f) >= epoch]
+        if len(ratios) >= self._evidence and loss * min(ratios) >= self._best:
+            self.stops += 1
+            return Decision.STOP
+        return said
+
+    def on_end(self, config_id: str, reason: Any) -> None:
+        losses = self._losses.get(config_id, [])
+        if len(losses) >= self._horizon:
+            best = min(losses)
+            self._falls.append([best / x if x > 0 else 1.0 for x in losses])
+        self._policy.on_end(config_id, reason)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._policy, name)
+
+
 class SmoothedRungs:
     """A prototype: the policy sees each trial's lowest loss over its last ``k`` epochs, not its
     last epoch's: on a noisy curve one lucky or unlucky validation pass no longer decides a
@@ -1222,6 +1306,8 @@ def run_method(task: Task, seed: int, method: str) -> Trace:
         "constant_liar": bool(kwargs.pop("constant_liar", False)),
         "oracle_rungs": bool(kwargs.pop("oracle_rungs", False)),
         "oracle_tell": bool(kwargs.pop("oracle_tell", False)),
+        "oracle_stop_from": int(kwargs.pop("oracle_stop_from", 0)),
+        "ratio_stop": int(kwargs.pop("ratio_stop", 0)),
         "gp": bool(kwargs.pop("gp", False)),
         "n_startup": int(kwargs.pop("n_startup", 10)),
         "tell_predicted": bool(kwargs.pop("tell_predicted", False)),

@@ -246,6 +246,68 @@ def test_lcbench_oracle_rungs_rank_by_where_each_curve_ends() -> None:
     assert oracle.rungs[0][5]["late"].loss == 0.1  # reads through to the policy
 
 
+def test_lcbench_oracle_stop_ends_only_trials_whose_rest_never_beats_the_best() -> None:
+    """The diagnostic =e: past epoch e a trial stops once nothing left of its curve beats the
+    lowest loss shown so far, so a trial that will end best is never stopped, however badly
+    it starts; before epoch e nothing is stopped."""
+    sys.path.insert(0, str(REPO / "benchmarks"))
+    import numpy as np
+    from lcbench import OracleStop, parse_variant
+
+    from costtune.curves import Curve
+    from costtune.policy import AsyncHyperband, Decision
+
+    assert parse_variant("costtune-hb-rel-tpe:r0.3=1")[1] == {"relative_roi": 0.3, "oracle_stop_from": 1}
+    curves = {
+        "best": Curve("best", {}, np.full(52, 0.3), np.ones(52), 1.0),
+        "never": Curve("never", {}, np.linspace(0.5, 0.35, 52), np.ones(52), 1.0),
+        "late": Curve("late", {}, np.linspace(0.9, 0.1, 52), np.ones(52), 1.0),
+    }
+    policy = OracleStop(AsyncHyperband(52), curves, after=1)
+    said: dict[str, list[Decision]] = {}
+    for epoch in (1, 2, 3):
+        for trial_id, curve in curves.items():
+            if epoch == 1:
+                policy.on_add(trial_id)
+            said.setdefault(trial_id, []).append(
+                policy.on_result(trial_id, epoch, float(curve.val_loss[epoch - 1]), 1.0)
+            )
+    assert said["never"] == [Decision.CONTINUE, Decision.STOP, Decision.STOP]  # judged from epoch 2
+    assert said["late"] == [Decision.CONTINUE] * 3  # worst at epoch 3, ends best
+    assert said["best"] == [Decision.CONTINUE, Decision.STOP, Decision.STOP]  # flat: buys nothing more
+    assert policy.stops == 4 and policy.trials["late"].bracket == 0  # reads through to the policy
+
+
+def test_lcbench_ratio_stop_judges_by_the_largest_fall_the_sweeps_long_trials_showed() -> None:
+    """The prototype #n: once n trials ended past the horizon, a trial stops at epoch k when its
+    loss times the lowest (best ÷ loss at k) of those trials stays at or above the best loss
+    shown; a trial that can still fall below it goes on, and before n such trials nothing stops."""
+    sys.path.insert(0, str(REPO / "benchmarks"))
+    from lcbench import RatioStop, parse_variant
+
+    from costtune.policy import AsyncHyperband, Decision, StopReason
+
+    assert parse_variant("costtune-hb-rel-tpe:r0.3#306")[1] == {"relative_roi": 0.3, "ratio_stop": 306}
+    policy = RatioStop(AsyncHyperband(52, warmup_trials=None), evidence=2, horizon=3)
+
+    def run(trial_id: str, losses: list[float], end: bool = True) -> list[Decision]:
+        policy.on_add(trial_id)
+        said = [policy.on_result(trial_id, k, x, 1.0) for k, x in enumerate(losses, 1)]
+        if end:
+            policy.on_end(trial_id, StopReason.STOPPED)
+        return said
+
+    # two long trials: best ÷ loss at epoch 1 is 0.5 and 0.25 (the largest fall)
+    assert run("a", [1.0, 0.6, 0.5]) == [Decision.CONTINUE] * 3
+    assert run("short", [0.9, 0.8]) == [Decision.CONTINUE] * 2  # too short to count as evidence
+    assert run("b", [0.8, 0.4, 0.2]) == [Decision.CONTINUE] * 3  # one long trial: nothing judged
+    assert policy.stops == 0
+    # the best shown is 0.2: at epoch 1, 0.7 × 0.25 = 0.175 can still beat it, 0.9 × 0.25 cannot
+    assert run("hopeful", [0.7], end=False) == [Decision.CONTINUE]
+    assert run("hopeless", [0.9], end=False) == [Decision.STOP]
+    assert policy.stops == 1
+
+
 def test_first_reacher_names_what_ended_the_configurations_that_could_have_reached() -> None:
     """benchmarks/first_reacher.py on a simulated run: a slow starter that would have reached
     the target is pruned at the first rung by fast starters that end above it (with the epoch it
