@@ -365,6 +365,7 @@ _FLAGS: dict[str, tuple[str, Any]] = {
     "F": ("noise_veto", True),
     "V": ("noise_aware", True),
     "j": ("hedge", True),
+    "!": ("tell_at_rung", True),
 }
 
 
@@ -399,6 +400,7 @@ _NUMBERED: dict[str, tuple[str, str]] = {
     "%": ("model_check", _REAL),
     "=": ("oracle_stop_from", _WHOLE),
     "#": ("ratio_stop", _WHOLE),
+    "&": ("tell_screen_at", _WHOLE),
 }
 
 
@@ -535,6 +537,14 @@ def parse_variant(method: str) -> tuple[str, dict[str, Any]]:
     ``=<e>`` (TPE methods): a diagnostic upper bound, not a method: past epoch e, a trial stops
     once nothing left of its curve beats the lowest loss any trial has shown (:class:`OracleStop`,
     a perfect predictive termination against the incumbent).
+    ``!`` (TPE methods, a diagnostic): a trial that ended before the first rung's epoch is
+    told to the searcher at its loss there, as if it had run to the rung: with ``=e`` or ``#n``,
+    the searcher learns what it would have learnt without the early stop, and the dollars alone
+    differ.
+    ``&<k>`` (TPE methods, a prototype): a trial that ended by the first rung's epoch (a screen
+    the rungs or the stopper ended) is told to the searcher at its loss at epoch k, not its
+    last: screens told where they stood earlier, worse, so the searcher's model sets them further
+    apart from the trials that went on.
     ``#<n>`` (TPE methods, a prototype): a trial stops at epoch k once even the largest fall after
     epoch k of the n or more trials that ended past epoch 25 would leave it above the lowest loss
     any trial has shown (:class:`RatioStop`); ``#<n><hh>`` (n ≥ 1, hh two digits): past epoch hh.
@@ -598,6 +608,8 @@ def run_tpe_loop(
     oracle_tell: bool = False,
     oracle_stop_from: int = 0,
     ratio_stop: int = 0,
+    tell_at_rung: bool = False,
+    tell_screen_at: int = 0,
     gp: bool = False,
     n_startup: int = 10,
     cost_exponent: float = 0.0,
@@ -669,6 +681,7 @@ def run_tpe_loop(
 
     hardest = min(task.targets.values())
     best_seen = math.inf  # the lowest loss any ended trial showed
+    first_rung = policy.rungs_by_bracket[0][0] if policy is not None else MAX_EPOCHS
 
     def next_curve() -> Curve | None:
         global _stopped_short
@@ -713,6 +726,10 @@ def run_tpe_loop(
         estimate = policy.rung_estimate(config_id) if tell_estimate and policy is not None else None
         if oracle_tell:
             study.tell(trial, float(curve.val_loss.min()))
+        elif tell_at_rung and epoch < first_rung:  # as if it had run to the first rung
+            study.tell(trial, float(curve.val_loss[first_rung - 1]))
+        elif tell_screen_at and epoch <= first_rung:  # a screen: its loss at an earlier epoch
+            study.tell(trial, float(curve.val_loss[min(tell_screen_at, epoch) - 1]))
         elif estimate is not None:
             study.tell(trial, estimate)
         elif tell_pruned and epoch < MAX_EPOCHS:
@@ -1308,6 +1325,8 @@ def run_method(task: Task, seed: int, method: str) -> Trace:
         "oracle_tell": bool(kwargs.pop("oracle_tell", False)),
         "oracle_stop_from": int(kwargs.pop("oracle_stop_from", 0)),
         "ratio_stop": int(kwargs.pop("ratio_stop", 0)),
+        "tell_at_rung": bool(kwargs.pop("tell_at_rung", False)),
+        "tell_screen_at": int(kwargs.pop("tell_screen_at", 0)),
         "gp": bool(kwargs.pop("gp", False)),
         "n_startup": int(kwargs.pop("n_startup", 10)),
         "tell_predicted": bool(kwargs.pop("tell_predicted", False)),

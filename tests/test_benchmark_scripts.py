@@ -258,6 +258,13 @@ def test_lcbench_oracle_stop_ends_only_trials_whose_rest_never_beats_the_best() 
     from costtune.policy import AsyncHyperband, Decision
 
     assert parse_variant("costtune-hb-rel-tpe:r0.3=1")[1] == {"relative_roi": 0.3, "oracle_stop_from": 1}
+    # stop 55's decomposition: the searcher told the screens' losses at the rung (!), or earlier (&k)
+    assert parse_variant("costtune-hb-rel-tpe:r0.3=1!&2")[1] == {
+        "relative_roi": 0.3,
+        "oracle_stop_from": 1,
+        "tell_at_rung": True,
+        "tell_screen_at": 2,
+    }
     curves = {
         "best": Curve("best", {}, np.full(52, 0.3), np.ones(52), 1.0),
         "never": Curve("never", {}, np.linspace(0.5, 0.35, 52), np.ones(52), 1.0),
