@@ -1027,10 +1027,10 @@ class OracleRungs:
 
 class OracleStop:
     """A diagnostic, not a method: past epoch ``after``, a trial stops as soon as nothing left
-    of its curve will beat the lowest loss any trial has shown so far, its own included (a perfect predictive
-    termination against the incumbent, Domhan et al. 2015's rule with a perfect curve model).
-    It never stops a trial that will reach a target the sweep has not: the incumbent is above
-    it. The rungs, the stopper and the searcher see the real losses."""
+    of its curve will beat the lowest loss any trial has shown so far, its own included: a
+    perfect predictive termination against the incumbent (Domhan et al. 2015's rule with a
+    perfect curve model). It never stops a trial that will reach a target the sweep has not
+    (the incumbent is above it). The rungs, the stopper and the searcher see the real losses."""
 
     def __init__(self, policy: AsyncHyperband, curves: dict[str, Curve], after: int) -> None:
         self._policy = policy
