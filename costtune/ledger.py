@@ -382,6 +382,11 @@ class Ledger:
     def cost_usd(self, record: TrialRecord) -> float:
         return self.spec.cost_model.cost_usd(record.seconds, record.devices, record.device_kind)
 
+    def best_epoch(self, record: TrialRecord) -> int | None:
+        """The epoch at which ``record`` reported its best metric (``None``: never reported it)."""
+        best = self.best_metric(record)
+        return next((e for e, _, v in record.history if v == best), None)
+
     def best_metric(self, record: TrialRecord) -> float:
         return self.spec.direction.best(m for _, _, m in record.history)
 
@@ -502,6 +507,9 @@ class Ledger:
             f"best_{metric}": None if best_id is None else best,
             "best_config": None if best_id is None else self.trials[best_id].config,
             "best_trial_metrics": None if best_id is None else self.trials[best_id].best_metrics,
+            # the epoch whose weights to use, and what the whole trial cost
+            "best_epoch": None if best_id is None else self.best_epoch(self.trials[best_id]),
+            "best_cost_usd": None if best_id is None else self.cost_usd(self.trials[best_id]),
             "cost_if_all_ran_full_usd": full,
             # rounded: a sweep that stopped nothing early saved 0, not -2e-16
             "saved_fraction": round(1.0 - total_cost / full, 12) if full and full > 0 else None,

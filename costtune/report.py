@@ -33,6 +33,7 @@ from costtune.analysis import (
 )
 from costtune.direction import Direction
 from costtune.policy import StopReason, rung_epochs
+from costtune.results import best_checkpoint
 from costtune.run import Run
 
 SORT_KEYS = ("metric", "cost", "roi")
@@ -50,9 +51,10 @@ def usd(value: float | None) -> str:
     """Dollars readable at any scale: $1,234.50, $0.42, $0.000123."""
     if value is None or math.isnan(value):
         return "–"
-    if abs(value) >= 1:
+    if abs(value) >= 1 or value == 0:
         return f"${value:,.2f}"
-    return f"${value:.3g}"
+    # three significant digits in plain decimals: $0.000553, never $5.53e-04
+    return f"${value:.{2 - math.floor(math.log10(abs(value)))}f}"
 
 
 def sort_trials(frame: pd.DataFrame, metric: str, mode: str, by: str = "metric") -> pd.DataFrame:
@@ -178,8 +180,32 @@ def summary_lines(summary: dict[str, Any]) -> list[str]:
         ),
         "stop reasons: " + ", ".join(f"{k} {v}" for k, v in sorted(summary.get("stop_reasons", {}).items())),
     ]
+    lines += best_trial_lines(summary)
     if "wall_seconds" in summary:
         lines.append(f"wall time: {summary['wall_seconds']:.1f} s   output: {summary.get('output_dir')}")
+    return lines
+
+
+def best_trial_lines(summary: dict[str, Any]) -> list[str]:
+    """Which weights to use: the best trial's config, best epoch, its dollars and the checkpoint
+    holding that epoch's weights (relative to the run directory)."""
+    if summary.get("best_trial_id") is None:
+        return []
+    config = ", ".join(
+        f"{k}={_fmt(v) if isinstance(v, float) else v}" for k, v in (summary.get("best_config") or {}).items()
+    )
+    metric = f"{summary['metric']} {_fmt(summary.get('best_metric'))}"
+    lines = [
+        f"best trial {summary['best_trial_id']}: epoch {summary.get('best_epoch')}, {metric}, "
+        f"{usd(summary.get('best_cost_usd'))}; {config}"
+    ]
+    if "best_checkpoint" in summary:
+        where = summary["best_checkpoint"]
+        lines.append(
+            f"weights to use: {where} (in the run directory)"
+            if where
+            else "weights to use: none; the run holds no checkpoint of that epoch (none written, or deleted)"
+        )
     return lines
 
 
@@ -223,7 +249,7 @@ def epoch_bands(run: Run) -> list[int]:
 
 def build_report(run: Run, min_roi: float | None = None, window: int = 3) -> Report:
     ledger = run.ledger
-    summary = ledger.summary()
+    summary = {**ledger.summary(), "best_checkpoint": best_checkpoint(ledger, run.directory)}
     best_id = summary.get("best_trial_id")
     # the best trial's curve: its elbow and zones (the panels read each trial's history)
     curves = {best_id: curve(ledger, ledger.trials[best_id], window, min_roi)} if best_id else {}

@@ -45,6 +45,11 @@ class SweepResult:
     interrupted: bool = False
 
     @property
+    def config(self) -> Any:
+        """The validated :class:`~costtune.config.SweepConfig` the run was written with."""
+        return load_run_config(self.output_dir)
+
+    @property
     def trials(self) -> pd.DataFrame:
         """One row per trial: status, stop reason, epochs, device-hours, dollars, metrics, ``hp.*``."""
         return self.ledger.to_frame()
@@ -85,26 +90,10 @@ class SweepResult:
     @property
     def best(self) -> dict[str, Any] | None:
         """The best trial: ``trial_id``, ``config``, ``epoch`` and ``metrics`` at its best epoch,
-        ``cost_usd``, and ``checkpoint`` — the directory of that epoch's checkpoint, or the
-        trial's newest kept one if that was deleted (``None`` without checkpoints)."""
-        spec = self.ledger.spec
-        scored = [
-            r
-            for r in self.ledger.trials.values()
-            if not math.isnan(r.best_metrics.get(spec.metric, math.nan))
-        ]
-        if not scored:
-            return None
-        record = min(scored, key=lambda r: (spec.direction.loss(r.best_metrics[spec.metric]), r.trial_id))
-        epoch = int(record.best_metrics.get("epoch", record.epochs))
-        return {
-            "trial_id": record.trial_id,
-            "config": dict(record.config),
-            "epoch": epoch,
-            "metrics": {k: v for k, v in record.best_metrics.items() if k != "epoch"},
-            "cost_usd": self.ledger.cost_usd(record),
-            "checkpoint": _checkpoint_of(self.output_dir, record.trial_id, epoch),
-        }
+        ``cost_usd`` (the whole trial), and ``checkpoint``: the directory holding the weights of
+        that epoch (each trial keeps its best checkpoints by the sweep's metric), or ``None``
+        when the trainable wrote none for it."""
+        return best_trial(self.ledger, self.output_dir)
 
     @property
     def findings(self) -> list[Any]:
@@ -148,7 +137,7 @@ def load_run(directory: str | Path) -> SweepResult:
     written = check_intact(out)  # the summary as written: its wall time
     ledger = Ledger(ledger_spec(config), out)
     running = any(r.status == "RUNNING" for r in ledger.trials.values())
-    summary = {**ledger.summary(), "output_dir": str(out)}
+    summary = {**ledger.summary(), "output_dir": str(out), "best_checkpoint": best_checkpoint(ledger, out)}
     if "wall_seconds" in written and not running:
         summary["wall_seconds"] = written["wall_seconds"]
     return SweepResult(
@@ -160,27 +149,58 @@ def load_run(directory: str | Path) -> SweepResult:
     )
 
 
-def _checkpoint_of(out: Path, trial_id: str, epoch: int) -> Path | None:
-    """The checkpoint Ray kept for ``trial_id`` at ``epoch``, or its newest kept one."""
-    trial_dirs = [p for p in (out / _EXPERIMENT).glob(f"*_{trial_id}_*") if p.is_dir()]
-    if not trial_dirs:
+def best_trial(ledger: Ledger, out: Path) -> dict[str, Any] | None:
+    """The best trial of a run directory's books (see :attr:`SweepResult.best`)."""
+    summary = ledger.summary()
+    best_id = summary.get("best_trial_id")
+    if best_id is None:
         return None
-    trial_dir = trial_dirs[0]
-    results = trial_dir / "result.json"
-    if results.is_file():
+    record = ledger.trials[best_id]
+    epoch = ledger.best_epoch(record)
+    metrics = {k: v for k, v in record.best_metrics.items() if k != "epoch"}
+    return {
+        "trial_id": best_id,
+        "config": dict(record.config),
+        "epoch": epoch,
+        "metrics": metrics,
+        "cost_usd": ledger.cost_usd(record),
+        "checkpoint": checkpoint_of(out, best_id, epoch),
+    }
+
+
+def best_checkpoint(ledger: Ledger, out: Path) -> str | None:
+    """``summary.json``'s ``best_checkpoint``: the best epoch's checkpoint, relative to the run
+    directory (the run may be moved), or ``None``."""
+    best = best_trial(ledger, out)
+    path = best["checkpoint"] if best is not None else None
+    return None if path is None else path.relative_to(out).as_posix()
+
+
+def checkpoint_of(out: Path, trial_id: str, epoch: int | None) -> Path | None:
+    """The checkpoint Ray kept of ``trial_id`` at ``epoch`` (``training_iteration``; the newest
+    where a restarted trial ran it twice), or ``None`` when none was written or it was deleted."""
+    if epoch is None:
+        return None
+    trial_dirs = sorted(p for p in (out / _EXPERIMENT).glob(f"*_{trial_id}_*") if p.is_dir())
+    for trial_dir in trial_dirs:
+        results = trial_dir / "result.json"
+        if not results.is_file():
+            continue
+        found = None
         for line in results.read_text(errors="replace").splitlines():
             try:
                 row = json.loads(line)
             except ValueError:
                 continue
             name = row.get("checkpoint_dir_name")
-            if row.get("training_iteration") == epoch and name and (trial_dir / name).is_dir():
-                return trial_dir / name
-    kept = sorted(
-        (p for p in trial_dir.glob("checkpoint_*") if p.is_dir() and re.fullmatch(r"checkpoint_\d+", p.name)),
-        key=lambda p: int(p.name.rpartition("_")[2]),
-    )
-    return kept[-1] if kept else None
+            if not isinstance(row, dict) or row.get("training_iteration") != epoch or not name:
+                continue
+            if not re.fullmatch(r"checkpoint_\d+", str(name)) or not (trial_dir / name).is_dir():
+                continue
+            found = trial_dir / name  # the last one written for that epoch
+        if found is not None:
+            return found
+    return None
 
 
 def to_optuna_study(ledger: Ledger, search_space: Mapping[str, Any]) -> Any:

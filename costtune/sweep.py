@@ -52,7 +52,7 @@ from costtune.policy import (
     SweepBudget,
     SweepProgress,
 )
-from costtune.results import SweepResult
+from costtune.results import SweepResult, best_checkpoint
 from costtune.run import ledger_spec, load_run_config
 from costtune.rundir import (
     EXPERIMENT_NAME,
@@ -275,7 +275,7 @@ def config_from_function(
             space[str(name)] = spec
     if not space:
         raise ConfigError("search_space: holds only fixed values; give at least one domain to search")
-    name = settings.get("name") or re.sub(r"[^A-Za-z0-9_.-]", "-", default_name).strip("-.") or "sweep"
+    name = settings.get("name") or re.sub(r"[^A-Za-z0-9_.-]", "-", default_name).strip("-._") or "sweep"
     raw = {
         **{k: v for k, v in settings.items() if k != "trainable"},
         "name": name,
@@ -484,11 +484,7 @@ def _run(
             callbacks=callbacks,
             verbose=0,
             stop=CombinedStopper(*stoppers),
-            # PBT clones restore a donor's checkpoint that may be several epochs old; with
-            # num_to_keep Ray deletes it first and the clone errors (seen with 3 kept)
-            checkpoint_config=tune.CheckpointConfig(
-                num_to_keep=None if config.scheduler.type == "pbt" else 3
-            ),
+            checkpoint_config=checkpoint_config(config),
             failure_config=tune.FailureConfig(max_failures=config.failures.max_retries),
         ),
     )
@@ -520,6 +516,20 @@ def _mlflow_live(
         ),
     )
     return MlflowCallback(live)
+
+
+def checkpoint_config(config: SweepConfig) -> Any:
+    """Which checkpoints each trial keeps: its two best by the sweep's metric and mode (the best
+    epoch's weights are what a user loads), and Ray always keeps the newest too (what a resume or
+    a paused trial restarts from). PBT keeps every one: a clone restores a donor's checkpoint
+    that may be several epochs old, and with ``num_to_keep`` Ray deletes it first."""
+    from ray import tune
+
+    if config.scheduler.type == "pbt":
+        return tune.CheckpointConfig(num_to_keep=None)
+    return tune.CheckpointConfig(
+        num_to_keep=2, checkpoint_score_attribute=config.metric, checkpoint_score_order=config.mode
+    )
 
 
 def trial_resources(config: SweepConfig) -> dict[str, float]:
@@ -570,7 +580,9 @@ def _fit_and_write(tuner: Any, config: SweepConfig, ledger: Ledger, out: Path) -
                 failure, ledger_writable = str(exc), False
                 record.status, record.stop_reason = "TERMINATED", StopReason.INTERRUPTED.value
     try:
-        summary = ledger.write_tables(out, wall_seconds=wall, output_dir=str(out))
+        summary = ledger.write_tables(
+            out, wall_seconds=wall, output_dir=str(out), best_checkpoint=best_checkpoint(ledger, out)
+        )
     except OSError as exc:  # the tables are rebuilt from the ledger by `costtune report`
         if failure is None:
             failure = f"tables: cannot write to {out}: {exc.strerror}; the ledger is kept"

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import math
+from pathlib import Path
 
 import pytest
 from ray import tune
@@ -94,11 +95,56 @@ def test_a_function_with_ray_domains_runs_and_its_run_loads_back(ray_session, tm
     assert "costtune sweep" in loaded._repr_html_() and "<table" in loaded._repr_html_()
 
 
-def test_the_amp_trainables_best_checkpoint_is_found(small_run) -> None:
+def test_the_best_checkpoint_holds_the_best_epochs_weights(small_run) -> None:
+    import torch
+
+    from costtune.trainables.amp import evaluate, load_model
+    from costtune.trainables.data import load_dataset
+
     best = small_run.best
     assert best is not None and best["checkpoint"] is not None
-    assert best["checkpoint"].is_dir() and best["checkpoint"].name.startswith("checkpoint_")
-    assert best["trial_id"] in str(best["checkpoint"])
+    assert best["checkpoint"].is_dir() and best["trial_id"] in str(best["checkpoint"])
+    # the weights of the best epoch, re-evaluated, give the metric the books report for it
+    model = load_model(best["checkpoint"], {**small_run.config.trainable.args, **best["config"]})
+    data = load_dataset("digits")
+    loss, _ = evaluate(model, torch.as_tensor(data.x_val), torch.as_tensor(data.y_val), "fp32")
+    assert loss == pytest.approx(best["metrics"]["val_loss"], rel=1e-5)
+    assert best["metrics"]["val_loss"] == small_run.summary["best_metric"]
+    assert small_run.summary["best_epoch"] == best["epoch"]
+    assert small_run.output_dir / small_run.summary["best_checkpoint"] == best["checkpoint"]
+    on_disk = json.loads((small_run.output_dir / "summary.json").read_text())
+    assert on_disk["best_checkpoint"] == small_run.summary["best_checkpoint"]
+    assert on_disk["best_cost_usd"] == pytest.approx(best["cost_usd"])
+
+
+def _saves_checkpoints(config):  # a user's function trainable that saves tune.Checkpoints
+    import tempfile
+
+    for epoch in range(1, config["max_epochs"] + 1):
+        # the loss falls to its best at epoch 3 and rises after, so later checkpoints are worse
+        loss = config["x"] + abs(epoch - 3)
+        with tempfile.TemporaryDirectory() as d:
+            (Path(d) / "weights.json").write_text(json.dumps({"epoch": epoch, "loss": loss}))
+            tune.report({"loss": loss, "score": -loss}, checkpoint=tune.Checkpoint.from_directory(d))
+
+
+@pytest.mark.parametrize("mode", ["min", "max"])
+def test_a_user_trainables_best_checkpoint_is_kept_by_metric_and_mode(ray_session, tmp_path, mode) -> None:
+    result = costtune.run_sweep(
+        _saves_checkpoints, search_space={"x": tune.uniform(0, 1)}, metric="loss" if mode == "min" else "score",
+        mode=mode, max_epochs=8, num_samples=2, searcher={"type": "random"}, scheduler={"type": "fifo"},
+        stopping={"min_relative_roi": None}, cost={"prices": {"cpu": 0.05}}, output=tmp_path / "r",
+    )  # fmt: skip
+    best = result.best
+    assert best["epoch"] == 3
+    saved = json.loads((best["checkpoint"] / "weights.json").read_text())
+    assert saved["epoch"] == 3 and saved["loss"] == pytest.approx(best["metrics"]["loss"])
+    trial_dirs = [p for p in (result.output_dir / "ray").iterdir() if p.is_dir() and "_saves" in p.name]
+    assert len(trial_dirs) == 2
+    for trial_dir in trial_dirs:
+        kept = sorted(p.name for p in trial_dir.glob("checkpoint_*"))
+        # the two best epochs (3, then 2 or 4) and the newest (8), for a resume
+        assert len(kept) == 3 and kept[-1] == "checkpoint_000007" and "checkpoint_000002" in kept
 
 
 @pytest.mark.parametrize(

@@ -168,13 +168,7 @@ def run_training(
     device = device or torch.device("cuda" if torch.cuda.is_available() else "cpu")
     torch.manual_seed(s.seed)
     data = load_dataset(str(config.get("dataset", "digits")))
-    model = build_model(
-        str(config.get("model", "mlp")),
-        in_features=data.x_train.shape[1],
-        image_shape=data.image_shape,
-        n_classes=data.n_classes,
-        **{k: config[k] for k in ("width", "depth", "dropout", "heads") if k in config},
-    ).to(device)
+    model = _model_of(config).to(device)
     model.checkpointing = s.activation_checkpointing
     if s.optimizer == "adamw":
         optimizer: torch.optim.Optimizer = torch.optim.AdamW(
@@ -227,6 +221,30 @@ def run_training(
         }
         report(metrics, state)
     return model
+
+
+def _model_of(config: Mapping[str, Any]) -> BlockStack:
+    data = load_dataset(str(config.get("dataset", "digits")))
+    return build_model(
+        str(config.get("model", "mlp")),
+        in_features=data.x_train.shape[1],
+        image_shape=data.image_shape,
+        n_classes=data.n_classes,
+        **{k: config[k] for k in ("width", "depth", "dropout", "heads") if k in config},
+    )
+
+
+def load_model(checkpoint: str | Path, config: Mapping[str, Any]) -> BlockStack:
+    """The model a checkpoint of this trainable holds, ready to evaluate (on CPU).
+
+    ``config``: the run's ``trainable.args`` and the trial's hyperparameters, for example
+    ``{**result.config.trainable.args, **result.best["config"]}`` with
+    ``checkpoint=result.best["checkpoint"]``.
+    """
+    model = _model_of(config)
+    state = torch.load(Path(checkpoint) / STATE_FILE, weights_only=True, map_location="cpu")
+    model.load_state_dict(state["model"])
+    return model.eval()
 
 
 def train_amp(config: dict[str, Any]) -> None:
