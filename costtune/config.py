@@ -11,14 +11,23 @@ import io
 import json
 import math
 import re
-from collections.abc import Sequence
+import reprlib
+from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, get_args
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
 
-from costtune.cost import CostModel, canonical_device
+from costtune.cost import CostModel, canonical_device, is_known_device
 from costtune.errors import ConfigError
 from costtune.policy.hyperband import (
     HEDGE_DEFAULT,
@@ -85,6 +94,24 @@ DEFAULT_GRACE_EPOCHS = 5
 
 class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
+
+    @field_validator("*", mode="before")
+    @classmethod
+    def _no_bool_for_a_number(cls, value: Any, info: ValidationInfo) -> Any:
+        """``max_epochs: true`` is refused, not read as 1 (pydantic takes a bool for an int)."""
+        if isinstance(value, bool) and info.field_name is not None:
+            annotation = cls.model_fields[info.field_name].annotation
+            if _takes_number(annotation) and not _takes(annotation, bool):
+                raise ValueError(f"must be a number, got {str(value).lower()}")
+        return value
+
+
+def _takes(annotation: Any, kind: type) -> bool:
+    return annotation is kind or any(_takes(a, kind) for a in get_args(annotation))
+
+
+def _takes_number(annotation: Any) -> bool:
+    return _takes(annotation, int) or _takes(annotation, float)
 
 
 class TrainableConfig(_Strict):
@@ -508,6 +535,31 @@ class SweepConfig(_Strict):
         return self
 
 
+def check_price_names(raw: Mapping[str, Any]) -> None:
+    """A config's own ``cost.prices`` name types a trial can be billed as: the price table's, a
+    Ray accelerator label, or the sweep's ``cost.accelerator`` / ``resources.accelerator_type``.
+    A typo would otherwise be kept silently and never paid. (A shared ``cost.price_file`` may
+    price every type an organisation uses, so it is not checked this way; nor is a run's saved
+    config, which carries that file's prices.)"""
+    cost, resources = raw.get("cost"), raw.get("resources")
+    prices = cost.get("prices") if isinstance(cost, Mapping) else None
+    if not isinstance(prices, Mapping):
+        return
+    named = [
+        section.get(key)
+        for section, key in ((cost, "accelerator"), (resources, "accelerator_type"))
+        if isinstance(section, Mapping)
+    ]
+    billable = {canonical_device(n) for n in named if isinstance(n, str)}
+    for name in prices:
+        if isinstance(name, str) and canonical_device(name) not in billable and not is_known_device(name):
+            raise ConfigError(
+                f"cost.prices.{name}: no trial can be billed as {name!r}: not a type of the price "
+                "table or a Ray accelerator label; name it in cost.accelerator or "
+                "resources.accelerator_type to bill trials as it"
+            )
+
+
 def _check_points(searcher: SearcherConfig, space: dict[str, ParamSpec], num_samples: int) -> None:
     """``searcher.points_to_evaluate``: each a full point of the search space, in its bounds."""
     points = searcher.points_to_evaluate
@@ -601,6 +653,78 @@ class _UniqueKeyLoader(yaml.SafeLoader):
         return super().construct_mapping(node, deep=deep)
 
 
+#: limits on a YAML document, checked on its event stream before anything is built from it:
+#: a config is a few kilobytes, and these leave room for generated ones
+YAML_MAX_BYTES = 1 << 20
+YAML_MAX_DEPTH = 64
+YAML_MAX_VALUES = 100_000  # scalars and collections, each alias counted as what it expands to
+YAML_MAX_NUMBER_CHARS = 100
+
+
+def read_yaml(text: str, where: str) -> Any:
+    """A YAML document read within bounded time and memory, or one :class:`ConfigError` line
+    naming ``where`` (a file, a field) and never quoting its contents.
+
+    Refused before building anything: more than 1 MiB, nesting deeper than 64, more than
+    100,000 values once aliases are expanded (an "anchor bomb" that a validator would walk
+    whole), and a plain number longer than 100 characters (Python refuses to read an
+    integer of more than 4,300 digits); then read with a safe loader that refuses a key given
+    twice in one mapping.
+    """
+    if len(text) > YAML_MAX_BYTES:
+        raise ConfigError(f"{where}: {len(text):,} characters; at most {YAML_MAX_BYTES:,} are read")
+    sizes: dict[str, int] = {}  # each anchor: how many values it stands for
+    open_: list[tuple[str | None, int]] = []  # (anchor, values so far) of each open collection
+    total = 0
+
+    def add(n: int) -> None:
+        nonlocal total
+        total += n
+        if total > YAML_MAX_VALUES:
+            raise ConfigError(
+                f"{where}: expands to more than {YAML_MAX_VALUES:,} values (aliases counted whole); refused"
+            )
+        if open_:
+            anchor, count = open_[-1]
+            open_[-1] = (anchor, count + n)
+
+    try:
+        for event in yaml.parse(text, Loader=yaml.SafeLoader):
+            line = event.start_mark.line + 1 if event.start_mark is not None else 0
+            if isinstance(event, yaml.CollectionStartEvent):
+                if len(open_) >= YAML_MAX_DEPTH:
+                    raise ConfigError(f"{where}: nested deeper than {YAML_MAX_DEPTH} levels at line {line}")
+                open_.append((event.anchor, 1))
+            elif isinstance(event, yaml.CollectionEndEvent):
+                anchor, count = open_.pop()
+                if anchor is not None:
+                    sizes[anchor] = count
+                add(count)
+            elif isinstance(event, yaml.ScalarEvent):
+                value = event.value
+                if (
+                    event.style is None
+                    and len(value) > YAML_MAX_NUMBER_CHARS
+                    and value[:2].lstrip("+-")[:1].isdigit()
+                ):
+                    raise ConfigError(
+                        f"{where}: line {line}: a number of {len(value):,} characters; "
+                        f"at most {YAML_MAX_NUMBER_CHARS} are read"
+                    )
+                if event.anchor is not None:
+                    sizes[event.anchor] = 1
+                add(1)
+            elif isinstance(event, yaml.AliasEvent):
+                add(sizes.get(event.anchor or "", 1))
+        return yaml.load(text, Loader=_UniqueKeyLoader)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        at = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
+        raise ConfigError(f"{where} is not valid YAML{at}") from None
+    except (ValueError, RecursionError):  # what the bounds above leave to a loader
+        raise ConfigError(f"{where}: a value YAML cannot read (a number too long?)") from None
+
+
 def load_config(
     path: str | Path, overrides: dict[str, Any] | None = None, allow_paths: Sequence[str | Path] = ()
 ) -> SweepConfig:
@@ -612,35 +736,46 @@ def load_config(
     """
     path = Path(path)
     try:
-        raw = yaml.load(path.read_text(encoding="utf-8"), Loader=_UniqueKeyLoader)
+        text = path.read_text(encoding="utf-8")
     except FileNotFoundError:
         raise ConfigError(f"config: no such file: {path}") from None
     except (OSError, UnicodeDecodeError) as exc:
         raise ConfigError(f"config: cannot read {path}: {exc}") from None
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
-        raise ConfigError(f"config: {path} is not valid YAML{where}") from None
+    raw = read_yaml(text, f"config: {path}")
     if not isinstance(raw, dict):
         raise ConfigError(f"config: {path} must be a YAML mapping of keys, got {type(raw).__name__}")
-    raw = inline_price_file(raw, path.parent, allow_paths)
+    check_price_names(raw)
     redact: tuple[str, ...] = ()
+    if isinstance(raw.get("cost"), dict) and "price_file" in raw["cost"]:
+        redact = ("cost.prices",)
+    raw = inline_price_file(raw, path.parent, allow_paths)
     if isinstance(raw.get("search_space"), str):
         raw["search_space"] = _load_search_space(raw["search_space"], path.parent, allow_paths)
-        redact = ("search_space",)
+        redact = (*redact, "search_space")
     return parse_config({**raw, **(overrides or {})}, redact=redact)
 
 
 def parse_config(raw: dict[str, Any], redact: Sequence[str] = ()) -> SweepConfig:
     """Validate an already-parsed config mapping (the Python API's entry point).
 
-    ``redact``: top-level keys whose offending values an error must not quote.
+    ``redact``: fields (``search_space``, ``cost.prices``) whose offending values an error
+    must not quote: they came from a file.
     """
+    if isinstance(raw.get("cost"), dict) and "price_file" in raw["cost"]:
+        redact = (*redact, "cost.prices")
     raw = inline_price_file(raw, Path.cwd())
     try:
         return SweepConfig.model_validate(raw)
     except ValidationError as exc:
         raise ConfigError(_one_line(exc, redact)) from None
+    except ConfigError as exc:  # a check inside a validator (the price table's) names its value
+        text = str(exc)
+        field = text.partition(":")[0]
+        if any(f"{field}.".startswith(f"{r}.") for r in redact) and ", got " in text:
+            raise ConfigError(
+                f"{text.partition(', got ')[0]} (value not shown: it came from a file)"
+            ) from None
+        raise
 
 
 def inline_price_file(
@@ -699,10 +834,7 @@ def _read_price_table(text: str, where: Path) -> dict[str, Any]:
                 raise ConfigError(f"cost.price_file: {where} line {line}: prices must be numbers") from None
             table[str(row["accelerator"]).strip()] = entry
         return table
-    try:
-        loaded = yaml.safe_load(text)
-    except yaml.YAMLError:
-        raise ConfigError(f"cost.price_file: {where} is not valid YAML (or use a .csv)") from None
+    loaded = read_yaml(text, f"cost.price_file: {where}")
     if not isinstance(loaded, dict):
         raise ConfigError(f"cost.price_file: {where} must map device types to prices")
     return {str(k): v for k, v in loaded.items()}
@@ -719,11 +851,12 @@ def _load_search_space(name: str, base: Path, allow_paths: Sequence[str | Path] 
             outside = candidate
             continue
         try:
-            loaded = yaml.safe_load(real.read_text(encoding="utf-8"))
-        except (yaml.YAMLError, UnicodeDecodeError):
+            text = real.read_text(encoding="utf-8")
+        except UnicodeDecodeError:
             raise ConfigError(f"search_space: {candidate} is not valid YAML") from None
         except OSError as exc:
             raise ConfigError(f"search_space: cannot read {candidate}: {exc.strerror}") from None
+        loaded = read_yaml(text, f"search_space: {candidate}")
         if not isinstance(loaded, dict):
             raise ConfigError(f"search_space: {candidate} must be a YAML mapping of parameters")
         return loaded
@@ -760,9 +893,17 @@ def _message(exc: ValidationError, redact: Sequence[str] = ()) -> str:
         msg = msg.removeprefix("Value error, ")
         # a model-level check names its own field when it can
         return msg if re.match(r"^[\w.]+: ", msg) else f"{prefix}{msg}"
-    if err["loc"] and str(err["loc"][0]) in redact:
+    if any(f"{loc}.".startswith(f"{field}.") for field in redact):
         return f"{prefix}{msg[:1].lower()}{msg[1:]} (value not shown: it came from a file)"
-    got = repr(err.get("input"))
-    if len(got) > 60:
-        got = got[:57] + "..."
-    return f"{prefix}{msg[:1].lower()}{msg[1:]}, got {got}"
+    return f"{prefix}{msg[:1].lower()}{msg[1:]}, got {short_repr(err.get('input'))}"
+
+
+_SHORT = reprlib.Repr()  # keyword arguments only from Python 3.12
+_SHORT.maxlevel, _SHORT.maxstring, _SHORT.maxother = 2, 40, 40
+_SHORT.maxdict = _SHORT.maxlist = _SHORT.maxtuple = _SHORT.maxset = 4
+
+
+def short_repr(value: Any) -> str:
+    """A value for an error line: bounded in size whatever the value (never rendered whole)."""
+    text = _SHORT.repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."

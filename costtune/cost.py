@@ -39,6 +39,18 @@ CAPACITIES = ("on_demand", "spot")
 SECONDS_PER_HOUR = 3600.0
 
 
+def is_known_device(label: str) -> bool:
+    """A type of the price table, or an accelerator label Ray puts on nodes
+    (``ray.util.accelerators``, read only when the table does not know it: it imports Ray)."""
+    if canonical_device(label) in DEFAULT_PRICES:
+        return True
+    try:
+        from ray.util.accelerators import accelerators
+    except ImportError:  # without Ray nothing labels nodes: only the table's types are billed
+        return False
+    return label in {v for k, v in vars(accelerators).items() if k.isupper() and isinstance(v, str)}
+
+
 def canonical_device(label: str) -> str:
     """A Ray accelerator label (``A100-40G``) as the price table names it (``A100``)."""
     return ALIASES.get(label, label)

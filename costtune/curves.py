@@ -52,6 +52,18 @@ def curves_from_frame(frame: pd.DataFrame) -> dict[str, Curve]:
     missing = [c for c in REQUIRED if c not in frame.columns]
     if missing:
         raise ConfigError(f"curves: missing column {missing[0]!r} (need {', '.join(REQUIRED)})")
+    for column in ("epoch", "val_loss", "epoch_seconds", "devices"):
+        numbers = pd.to_numeric(frame[column], errors="coerce")
+        bad = numbers.isna() & frame[column].notna()
+        if column != "val_loss":  # a loss may be NaN (a diverged epoch); the rest may not
+            bad |= frame[column].isna()
+        if bad.any():
+            row = int(np.flatnonzero(bad.to_numpy())[0])
+            raise ConfigError(
+                f"curves: {column!r} must be a number in every row; data row {row + 1} is not "
+                "(value not shown)"
+            )
+        frame = frame.assign(**{column: numbers})
     hp = [c for c in frame.columns if c.startswith("hp.")]
     metrics = [c for c in frame.columns if c not in (*REQUIRED, *hp)]
     out: dict[str, Curve] = {}

@@ -627,7 +627,10 @@ def check_intact(directory: Path | str) -> dict[str, Any]:
     tables were derived from) and the run's last saved state's (:class:`LedgerMark`, which a
     run killed before its first summary has too). The log only grows, so it must begin with
     each. Raises :class:`ConfigError` in one line; a summary without the record (older runs)
-    is checked by its trial count; an unreadable record is not checked (the log is the record).
+    is checked by its trial count. A record file that exists but cannot be read (garbage, or
+    made unreadable) is refused unless another record checks the log; a log with no record at
+    all (a run killed before its first save, or both files deleted) is read with a
+    :class:`LedgerWarning` saying it could not be checked.
     Returns the summary as written (``{}`` where there is none or it cannot be read)."""
     from costtune.errors import ConfigError
     from costtune.rundir import RAY_STATE_COPIES
@@ -635,6 +638,7 @@ def check_intact(directory: Path | str) -> dict[str, Any]:
     directory = Path(directory)
     path = directory / LEDGER_FILE
     written = _json_object(directory / "summary.json")
+    files = {"summary.json": directory / "summary.json", MARK_FILE: directory / RAY_STATE_COPIES / MARK_FILE}
     records = [
         (f"the run's {where}", record)
         for where, record in (
@@ -661,6 +665,24 @@ def check_intact(directory: Path | str) -> dict[str, Any]:
                 + (" (trials.csv still holds the trials the summary counted)" if written else "")
             )
     trials = written.get("trials")
+    damaged = [
+        name
+        for name, file in files.items()
+        if (file.exists() or file.is_symlink()) and not (_json_object(file) if name == MARK_FILE else written)
+    ]
+    has_lines = path.exists() and path.stat().st_size > 0
+    if not records and has_lines and damaged:
+        raise ConfigError(
+            f"ledger: {path} cannot be checked: {' and '.join(damaged)} cannot be read, and nothing else "
+            "recorded what the log held; it is left as it is"
+        )
+    if not records and has_lines and not isinstance(trials, int):
+        warnings.warn(
+            LedgerWarning(
+                f"ledger: {path} could not be checked (no summary.json or saved mark records what it held)"
+            ),
+            stacklevel=2,
+        )
     if not isinstance(written.get(DIGEST_KEY), dict) and isinstance(trials, int) and trials > 0:
         ids = {e["trial_id"] for e in _read_events(path)} if path.exists() else set()
         if len(ids) < trials:

@@ -18,6 +18,7 @@ from typing import Any
 import pandas as pd
 
 from costtune.direction import Direction
+from costtune.errors import ConfigError
 from costtune.ledger import Ledger, check_intact
 from costtune.run import ledger_spec, load_run_config
 
@@ -132,6 +133,10 @@ def load_run(directory: str | Path) -> SweepResult:
     Works on finished, interrupted and still-running runs: the ledger is the record; a torn
     last line is skipped (and counted in ``ledger.unreadable_lines``).
     """
+    if not isinstance(directory, str | Path):
+        raise ConfigError(
+            f"load_run: directory must be a run directory's path, got {type(directory).__name__}"
+        )
     out = Path(directory).resolve()
     config = load_run_config(out)
     written = check_intact(out)  # the summary as written: its wall time

@@ -5,9 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-import yaml
-
-from costtune.config import SweepConfig, parse_config
+from costtune.config import SweepConfig, parse_config, read_yaml
 from costtune.errors import ConfigError
 from costtune.ledger import LEDGER_FILE, Ledger, LedgerSpec, check_intact
 
@@ -44,9 +42,12 @@ def load_run_config(directory: str | Path) -> SweepConfig:
             f"run: {directory} is not a costtune run directory (no {LEDGER_FILE} / config.yaml)"
         )
     try:
-        raw = yaml.safe_load((directory / "config.yaml").read_text(encoding="utf-8"))
-    except yaml.YAMLError:
-        raise ConfigError(f"run: {directory}/config.yaml is not valid YAML") from None
+        text = (directory / "config.yaml").read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ConfigError(f"run: cannot read {directory}/config.yaml: {exc}") from None
+    raw = read_yaml(text, f"run: {directory}/config.yaml")
+    if not isinstance(raw, dict):
+        raise ConfigError(f"run: {directory}/config.yaml is not a YAML mapping of keys")
     return parse_config(raw)
 
 

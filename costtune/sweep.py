@@ -26,7 +26,14 @@ from typing import Any
 
 import yaml
 
-from costtune.config import SweepConfig, load_config, parse_config, warmup_trials
+from costtune.config import (
+    SweepConfig,
+    check_price_names,
+    load_config,
+    parse_config,
+    short_repr,
+    warmup_trials,
+)
 from costtune.errors import ConfigError, SweepFailed
 from costtune.estimate import estimate
 from costtune.gate import GateFailed, GateResult, check
@@ -62,6 +69,7 @@ from costtune.rundir import (
     claim_new,
     counting_trials_tune_lost,
     disk_full,
+    never_metered,
     refuse_unresumable,
     repair_ray_state,
     resuming,
@@ -193,6 +201,7 @@ def run_sweep(
             reported, or the disk filled up (the result so far is on the exception).
     """
     config_dir = Path(config_dir) if config_dir is not None else None
+    callbacks = _checked_callbacks(callbacks)
     function: Callable[..., Any] | None = None
     if isinstance(trainable, SweepConfig | Path) or (
         isinstance(trainable, str) and _is_config_path(trainable)
@@ -216,14 +225,17 @@ def run_sweep(
         )
     if seed is not None:
         config = config.model_copy(update={"seed": seed})
+    out = Path(output) if output is not None else default_output_dir(config)
+    out = out.resolve()
+    finished = finished_sweep_of(config, out)
+    if finished is not None:
+        return finished
     gate_result = pre_run_gate(config)
     if not gate_result.passed and not approved:
         raise GateFailed(f"budget gate: {gate_result.message()} (or run with --approved)")
     fn = function or resolve_trainable(config.trainable.name, config_dir)
     if function is not None:
         _ship_by_value(function)
-    out = Path(output) if output is not None else default_output_dir(config)
-    out = out.resolve()
     created, had_lock = not out.exists(), (out / LOCK_FILE).exists()
     lock = claim_new(out)
     try:
@@ -237,6 +249,63 @@ def run_sweep(
         raise
     finally:
         lock.release()
+
+
+def finished_sweep_of(config: SweepConfig, out: Path) -> SweepResult | None:
+    """A re-run into a run directory (a notebook cell run twice): the sweep it holds when that is
+    this config's and finished, loaded with a one-line note on stderr (as Optuna's
+    ``load_if_exists``); ``None`` when ``out`` holds no sweep. Refused in one line: a sweep of
+    another config (naming the first field that differs, both values), or an unfinished one
+    (pointing to resume)."""
+    if not ((out / "config.yaml").is_file() and (out / LEDGER_FILE).is_file()) or never_metered(out):
+        return None
+    held = load_run_config(out)
+    mine, theirs = config.model_dump(mode="json"), held.model_dump(mode="json")
+    if mine != theirs:
+        field, here, there = _first_difference(mine, theirs)
+        raise ConfigError(
+            f"output: {out} holds a sweep of another config ({field}: {short_repr(there)} there, "
+            f"{short_repr(here)} here); give another output, or delete that run to start over"
+        )
+    from costtune.results import load_run
+
+    result = load_run(out)
+    if result.interrupted or not (out / "summary.json").is_file():
+        claim_new(out).release()  # refuses in one line: in use, or unfinished (pointing to resume)
+    print(
+        f"costtune: {out} already holds this finished sweep ({len(result.ledger.trials)} trials); "
+        "loaded it, nothing was run (give another output for a new sweep)",
+        file=sys.stderr,
+        flush=True,
+    )
+    return result
+
+
+def _first_difference(a: Any, b: Any, where: str = "") -> tuple[str, Any, Any]:
+    if isinstance(a, dict) and isinstance(b, dict):
+        for key in [*a, *(k for k in b if k not in a)]:
+            if a.get(key) != b.get(key):
+                return _first_difference(a.get(key), b.get(key), f"{where}.{key}" if where else str(key))
+    return where or "config", a, b
+
+
+def _checked_callbacks(callbacks: Any) -> list[Any]:
+    """``callbacks``: a list of Ray Tune callbacks, checked before anything is created."""
+    from ray.tune import Callback
+
+    if isinstance(callbacks, Callback):
+        callbacks = [callbacks]
+    if isinstance(callbacks, str | bytes | Mapping) or not isinstance(callbacks, Sequence):
+        raise ConfigError(
+            f"callbacks: must be a list of ray.tune.Callback objects, got {type(callbacks).__name__}"
+        )
+    for i, callback in enumerate(callbacks):
+        if not isinstance(callback, Callback):
+            raise ConfigError(
+                f"callbacks[{i}]: must be a ray.tune.Callback (WandbLoggerCallback, ...), "
+                f"got {type(callback).__name__}"
+            )
+    return list(callbacks)
 
 
 def _is_config_path(value: str) -> bool:
@@ -283,6 +352,7 @@ def config_from_function(
         "search_space": space,
     }
     raw.setdefault("metric", "loss")
+    check_price_names(raw)
     return parse_config(raw)
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 
+import pytest
 import yaml
 from click.testing import CliRunner
 from hypothesis import HealthCheck, given, settings
@@ -197,3 +198,163 @@ def test_a_trainable_that_is_not_a_function_is_refused_before_anything_starts(tm
         assert result.output.strip().splitlines() == [result.output.strip()]  # one line
         assert f"trainable.name: {reference} is" in result.output and what in result.output
         assert not out.exists()
+
+
+# ---------------------------------------------------------------- bounded reading, every command
+BASE = "name: x\nmax_epochs: 5\nnum_samples: 2\nsearch_space: {lr: {type: uniform, low: 0, high: 1}}\n"
+
+
+def _anchor_bomb(levels: int) -> str:
+    """The billion-laughs shape: each level ten aliases of the one before, in a checked field."""
+    lines = ['    a0: &a0 ["lol", "lol", "lol", "lol", "lol", "lol", "lol", "lol", "lol", "lol"]']
+    lines += [f"    a{i}: &a{i} [" + ", ".join([f"*a{i - 1}"] * 10) + "]" for i in range(1, levels)]
+    return BASE + "budget:\n  max_cost_usd:\n" + "\n".join(lines) + "\n"
+
+
+HOSTILE_DOCUMENTS = {
+    "5,000 levels of lists": (BASE + "cost: " + "[" * 5000 + "]" * 5000 + "\n", "nested deeper than 64"),
+    "5,000 levels of mappings": (
+        BASE + "cost:" + "".join(f" {{k{i}:" for i in range(5000)) + " 1" + "}" * 5000 + "\n",
+        "nested deeper than 64",
+    ),
+    "a 5,000-digit integer": (
+        BASE.replace("max_epochs: 5", "max_epochs: " + "9" * 5000),
+        "a number of 5,000",
+    ),
+    "an anchor bomb of 5 levels": (_anchor_bomb(5), "expands to more than 100,000 values"),
+    "an anchor bomb of 9 levels": (_anchor_bomb(9), "expands to more than 100,000 values"),
+    "an anchor bomb of 10 levels": (_anchor_bomb(10), "expands to more than 100,000 values"),
+    "2 MB of comments": (BASE + "#" * 2_000_000 + "\n", "at most 1,048,576 are read"),
+}
+
+
+def _refused_in_one_line(result, says: str) -> None:
+    assert result.exit_code == 2, result.output
+    assert isinstance(result.exception, SystemExit), repr(result.exception)
+    assert result.output.count("\n") == 1 and "Traceback" not in result.output, result.output
+    assert says in result.output, result.output
+
+
+def _bounded(run) -> None:
+    """Under 5 s and 500 MB of Python allocations (the checks run before anything is built)."""
+    import time
+    import tracemalloc
+
+    tracemalloc.start()
+    started = time.perf_counter()
+    try:
+        run()
+    finally:
+        _, peak = tracemalloc.get_traced_memory()
+        tracemalloc.stop()
+    assert time.perf_counter() - started < 5.0 and peak < 500 * 2**20, peak
+
+
+@pytest.mark.parametrize("case", list(HOSTILE_DOCUMENTS))
+def test_hostile_yaml_is_refused_in_one_line_in_bounded_time_and_memory(tmp_path, case) -> None:
+    text, says = HOSTILE_DOCUMENTS[case]
+    path = tmp_path / "c.yaml"
+    path.write_text(text)
+    for command in (["sweep", "--no-progress", "--output", str(tmp_path / "run")], ["estimate"], ["gate"]):
+        _bounded(
+            lambda command=command: _refused_in_one_line(
+                CliRunner().invoke(main, [*command, str(path)]), says
+            )
+        )
+    assert not (tmp_path / "run").exists()
+
+
+def test_a_refused_value_is_never_rendered_whole() -> None:
+    from costtune.config import short_repr
+
+    huge = [[list(range(1000))] * 1000] * 10
+    assert len(short_repr(huge)) <= 60 and len(short_repr("x" * 10**6)) <= 60
+    with pytest.raises(ConfigError) as refused:
+        parse_config({**VALID, "num_samples": huge})
+    assert len(str(refused.value)) < 200
+
+
+@pytest.mark.parametrize("allow", [False, True])
+@pytest.mark.parametrize(
+    "table",
+    [
+        "aws_access_key_id: AKIAFAKESECRET\n",
+        "T4: {on_demand: AKIAFAKESECRET}\n",
+        "accelerator,on_demand\nT4,AKIAFAKESECRET\n",
+    ],
+)
+def test_a_price_file_is_never_echoed(tmp_path, table, allow) -> None:
+    folder = tmp_path / "prices"
+    folder.mkdir()
+    name = "p.csv" if table.startswith("accelerator") else "p.yaml"
+    (folder / name).write_text(table)
+    where = str(folder / name) if allow else name
+    if not allow:
+        (tmp_path / name).write_text(table)
+    path = tmp_path / "c.yaml"
+    path.write_text(BASE + f"cost: {{price_file: {where if not allow else '../' + 'prices/' + name}}}\n")
+    extra = ["--allow-path", str(folder)] if allow else []
+    for command in (["estimate"], ["gate"]):
+        result = CliRunner().invoke(main, [*command, str(path), *extra])
+        _refused_in_one_line(result, "cost.price")
+        assert "AKIAFAKESECRET" not in result.output
+
+
+@pytest.mark.parametrize(
+    ("field", "value", "says"),
+    [
+        ("max_epochs", True, "max_epochs: must be a number, got true"),
+        ("num_samples", False, "num_samples: must be a number, got false"),
+        ("seed", True, "seed: must be a number"),
+        ("cost", {"prices": {"FOO9000": 1.0}}, "cost.prices.FOO9000: no trial can be billed as 'FOO9000'"),
+    ],
+)
+def test_values_that_would_be_read_as_something_else_are_refused(tmp_path, field, value, says) -> None:
+    path = tmp_path / "c.yaml"
+    path.write_text(yaml.safe_dump({**VALID, field: value}))
+    _refused_in_one_line(CliRunner().invoke(main, ["estimate", str(path)]), says)
+
+
+def test_a_price_for_a_type_ray_labels_or_the_sweep_names_is_accepted(tmp_path) -> None:
+    from costtune.config import check_price_names
+
+    check_price_names({"cost": {"prices": {"B200": 6.0, "T4": 0.3, "A100-40G": 2.0}}})
+    check_price_names({"cost": {"accelerator": "MyGPU", "prices": {"MyGPU": 1.0}}})
+    check_price_names({"resources": {"accelerator_type": "MyGPU"}, "cost": {"prices": {"MyGPU": 1.0}}})
+    with pytest.raises(ConfigError, match="^cost.prices.MyGPU: no trial can be billed"):
+        check_price_names({"cost": {"prices": {"MyGPU": 1.0}}})
+    # a shared price file may price every type an organisation uses: not checked this way
+    (tmp_path / "p.yaml").write_text("MI300: 3.0\nFOO9000: 1.0\n")
+    path = tmp_path / "c.yaml"
+    path.write_text(BASE + "cost: {price_file: p.yaml}\n")
+    assert load_config(path).cost.prices["FOO9000"] == 1.0
+
+
+def test_a_curves_table_with_a_word_for_a_number_is_refused_without_quoting_it(tmp_path) -> None:
+    path = tmp_path / "c.csv"
+    path.write_text("config_id,epoch,val_loss,epoch_seconds,devices\na,1,0.5,1,1\na,2,HUNTER2,1,1\n")
+    result = CliRunner().invoke(main, ["replay", str(path)])
+    _refused_in_one_line(result, "curves: 'val_loss' must be a number in every row; data row 2")
+    assert "HUNTER2" not in result.output
+
+
+def test_python_api_arguments_are_checked_before_anything_is_created(tmp_path) -> None:
+    import costtune
+
+    def train(config):  # pragma: no cover - never runs
+        pass
+
+    for callbacks, says in (
+        (5, "callbacks: must be a list"),
+        ([object()], r"callbacks\[0\]: must be a ray.tune.Callback"),
+    ):
+        with pytest.raises(ConfigError, match=f"^{says}"):
+            costtune.run_sweep(
+                train, search_space={"x": {"type": "uniform", "low": 0, "high": 1}}, max_epochs=2, num_samples=1,
+                callbacks=callbacks, output=tmp_path / "run",
+            )  # fmt: skip
+        assert not (tmp_path / "run").exists()
+    with pytest.raises(
+        ConfigError, match="^load_run: directory must be a run directory's path, got NoneType"
+    ):
+        costtune.load_run(None)

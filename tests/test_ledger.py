@@ -326,9 +326,14 @@ def test_a_log_cut_short_edited_or_swapped_since_the_summary_is_refused_and_one_
     path.write_bytes(b"".join(recorded.splitlines(keepends=True)[:2]))  # trial a's lines only
     with pytest.raises(ConfigError, match=r"names 1 trial\(s\) where the run's summary.json counted 2"):
         check_intact(tmp_path)
-    # an unreadable summary cannot say what the log held: the log is read as it is
+    # an unreadable summary with nothing else to check the log against: refused, not summed
     (tmp_path / "summary.json").write_text("{torn")
-    check_intact(tmp_path)
+    with pytest.raises(ConfigError, match=r"cannot be checked: summary.json cannot be read"):
+        check_intact(tmp_path)
+    # no record at all (a run killed before its first save): read, with a warning that says so
+    (tmp_path / "summary.json").unlink()
+    with pytest.warns(LedgerWarning, match="could not be checked"):
+        check_intact(tmp_path)
 
 
 def test_a_run_killed_before_its_first_summary_is_checked_against_its_last_saved_mark(tmp_path) -> None:
@@ -396,3 +401,36 @@ def test_report_compare_and_load_run_refuse_a_log_cut_short_and_leave_the_run_as
     with pytest.raises(ConfigError, match="cut short"):
         load_run(tmp_path)
     assert {p.name: p.read_bytes() for p in tmp_path.iterdir()} == before
+
+
+@pytest.mark.parametrize("damage", ["summary deleted, mark unreadable", "summary garbage, no mark"])
+def test_an_edited_ledger_whose_records_were_destroyed_is_refused_not_summed(tmp_path, damage) -> None:
+    from click.testing import CliRunner
+
+    from costtune.cli import main
+
+    ledger = Ledger(SPEC, tmp_path)
+    _run_two_trials(ledger)
+    summary = ledger.write_tables(tmp_path)
+    (tmp_path / "config.yaml").write_text(
+        "name: t\nmax_epochs: 4\nnum_samples: 2\nsearch_space: {lr: {type: uniform, low: 0.0, high: 1.0}}\n"
+    )
+    (tmp_path / ".ray_state").mkdir()
+    (tmp_path / ".ray_state" / MARK_FILE).write_text(json.dumps(summary["ledger"]))
+    path = tmp_path / LEDGER_FILE
+    edited = path.read_bytes().replace(b'"seconds": 7200.0', b'"seconds": 10800.0')  # +49% of a's cost
+    assert edited != path.read_bytes()
+    path.write_bytes(edited)
+    if damage.startswith("summary deleted"):
+        (tmp_path / "summary.json").unlink()
+        (tmp_path / ".ray_state" / MARK_FILE).write_bytes(b"\x00\xff garbage")
+    else:
+        (tmp_path / "summary.json").write_text("not json at all")
+        (tmp_path / ".ray_state" / MARK_FILE).unlink()
+    for args in (["report", str(tmp_path)], ["compare", str(tmp_path), str(tmp_path)]):
+        done = CliRunner().invoke(main, args)
+        assert done.exit_code == 2, done.output
+        assert done.output.startswith("costtune: error: ledger: ") and done.output.count("\n") == 1
+        assert "cannot be checked" in done.output
+    with pytest.raises(ConfigError, match="cannot be checked"):
+        load_run(tmp_path)

@@ -191,7 +191,7 @@ def test_ray_domains_map_onto_costtunes_forms() -> None:
     assert param_spec_of("g", 0.5) is None
 
 
-def test_the_readme_python_example_runs_as_written(ray_session, tmp_path, monkeypatch) -> None:
+def test_the_readme_python_example_runs_twice_as_written(ray_session, tmp_path, monkeypatch, capfd) -> None:
     import re
 
     from tests.conftest import REPO
@@ -206,6 +206,22 @@ def test_the_readme_python_example_runs_as_written(ray_session, tmp_path, monkey
     assert len(result.trials) == 12 and (tmp_path / "runs" / "quickstart" / "ledger.jsonl").is_file()
     assert result.best["config"].keys() == {"x", "lr"}
     assert len(result.curves) == result.trials["epochs"].sum()
+    # a notebook cell run again: the finished sweep is loaded, nothing runs, one line says so
+    log = (tmp_path / "runs" / "quickstart" / "ledger.jsonl").read_bytes()
+    again: dict = {"__name__": "__main__"}
+    exec(compile(code, "README.md", "exec"), again)
+    assert again["result"].summary["total_cost_usd"] == result.summary["total_cost_usd"]
+    assert again["result"].best == result.best
+    assert (tmp_path / "runs" / "quickstart" / "ledger.jsonl").read_bytes() == log
+    assert "already holds this finished sweep" in capfd.readouterr().err
+    # another config into the same folder: refused in one line naming the field and both values
+    changed = code.replace("num_samples=12", "num_samples=13")
+    assert changed != code
+    with pytest.raises(
+        ConfigError, match=r"^output: .* holds a sweep of another config \(num_samples: 12 there, 13 here\)"
+    ):
+        exec(compile(changed, "README.md", "exec"), {"__name__": "__main__"})
+    assert (tmp_path / "runs" / "quickstart" / "ledger.jsonl").read_bytes() == log
 
 
 def test_ray_wandb_callback_logs_the_cost_fields_offline(ray_session, tmp_path, monkeypatch) -> None:
