@@ -125,7 +125,7 @@ def cost_to_target(ledger: Ledger, target: float) -> float | None:
     """Cumulative dollars of every epoch run, in the order they ran, until any trial's
     metric first reaches ``target``; ``None`` if it never did."""
     spent = 0.0
-    for _trial_id, _epoch, usd, metric, _time in ledger.timeline:
+    for _trial_id, _epoch, usd, metric, *_ in ledger.timeline:
         spent += usd
         if not math.isnan(metric) and ledger.spec.direction.improvement(target, metric) >= 0:
             return spent
@@ -139,7 +139,7 @@ def spend_by_band(ledger: Ledger, bands: list[int]) -> dict[str, float]:
     out = dict.fromkeys(labels, 0.0)
     if edges:
         out[f">{edges[-1]}"] = 0.0
-    for _trial_id, epoch, usd, _metric, _time in ledger.timeline:
+    for _trial_id, epoch, usd, *_ in ledger.timeline:
         for label, hi in zip(labels, edges, strict=True):
             if epoch <= hi:
                 out[label] += usd
@@ -173,7 +173,7 @@ def best_so_far(ledger: Ledger) -> list[BestSoFar]:
     """Each new best of the sweep against its cumulative dollars (the money plot)."""
     spent, best = 0.0, math.nan
     points: list[BestSoFar] = []
-    for trial_id, epoch, usd, metric, _time in ledger.timeline:
+    for trial_id, epoch, usd, metric, *_ in ledger.timeline:
         spent += usd
         if math.isnan(metric):
             continue

@@ -749,7 +749,10 @@ def watch_idle(
 )
 @click.option("--workers", type=click.IntRange(min=1), default=1, show_default=True)
 @click.option(
-    "--price", type=click.FloatRange(min=0), default=2.50, show_default=True, help="USD per device-hour."
+    "--price",
+    type=click.FloatRange(min=0),
+    default=None,
+    help="USD per device-hour [default: a run directory's own prices; 2.50 for a curves table].",
 )
 @click.option("--target", type=float, default=None, help="val_loss to reach [default: see --target-at].")
 @click.option(
@@ -760,7 +763,9 @@ def watch_idle(
     help="default target: the recorded best at the last epoch (final) or at any epoch (any).",
 )
 @click.option("--json", "as_json", is_flag=True)
+@click.pass_context
 def replay(
+    ctx: click.Context,
     curves: Path,
     scheduler: str,
     grace_epochs: int,
@@ -784,18 +789,20 @@ def replay(
     optimism: float,
     budget: float | None,
     workers: int,
-    price: float,
+    price: float | None,
     target: float | None,
     target_at: str,
     as_json: bool,
 ) -> None:
-    """What would a finished sweep have cost under costtune? (CURVES: a recorded-curves table.)
+    """What would a finished sweep have cost under costtune? CURVES: a recorded-curves table
+    (CSV or Parquet, ../shared/DESIGN.md), or a costtune run directory.
 
     Replays CURVES on a simulated clock twice: as recorded (each configuration in file order
     to its last recorded epoch) and under costtune (the scheduler, stopping rule, searcher
     and budget given here, choosing only among the recorded configurations). A curve that
     ends before the longest one was stopped when it was recorded: it is never taken as
-    finished. The same seed gives the same replay.
+    finished. The same seed gives the same replay. A run directory is replayed with its own
+    trials' curves, metered seconds and prices, and its best metric (as a loss) as the target.
     """
     from costtune.curves import load_curves
     from costtune.policy import (
@@ -820,7 +827,33 @@ def replay(
                 "--gp-cost-exponent: only --searcher gp weighs its proposals by cost, "
                 f"got --searcher {searcher}"
             )
-        table = list(load_curves(str(curves.resolve())).values())
+        recorded_from = None
+        if curves.is_dir():
+            from costtune.curves import curves_from_frame
+            from costtune.results import recorded_run
+            from costtune.run import load_run
+
+            recorded_from = recorded_run(curves)
+            if recorded_from.mixed and price is not None:
+                raise ConfigError(
+                    "--price: the run billed device types at prices of their own; replay it without --price"
+                )
+            table = list(curves_from_frame(recorded_from.frame).values())
+            # the run's own rungs, unless given here
+            run_scheduler = load_run(curves).config.scheduler
+            if ctx.get_parameter_source("grace_epochs") is click.core.ParameterSource.DEFAULT:
+                grace_epochs = run_scheduler.grace_epochs
+            if ctx.get_parameter_source("eta") is click.core.ParameterSource.DEFAULT:
+                eta = run_scheduler.eta
+        else:
+            table = list(load_curves(str(curves.resolve())).values())
+        if price is None:
+            price = recorded_from.usd_per_device_hour if recorded_from is not None else 2.50
+        price_note = (
+            recorded_from.price_note
+            if recorded_from is not None and price == recorded_from.usd_per_device_hour
+            else f"${price:g}/device-hour"
+        )
         longest = max(c.epochs for c in table)
         warmup = auto_warmup_trials(eta, len(table)) if warmup_trials is None else warmup_trials or None
         policy = (
@@ -886,6 +919,8 @@ def replay(
     )
     finished = [c.val_loss[-1] for c in table if c.epochs == longest]
     goal = target
+    if goal is None and recorded_from is not None:
+        goal = recorded_from.best_loss  # the run's own best
     if goal is None:
         goal = recorded.best_loss if target_at == "any" or not finished else float(min(finished))
     label = f"costtune ({scheduler}, {searcher}{'' if stopping == 'none' else ', ' + stopping})"
@@ -946,8 +981,14 @@ def replay(
         return
     click.echo(
         f"{len(table)} configurations ({len(recorded.truncated)} truncated), {workers} worker(s), "
-        f"${price}/device-hour; target val_loss {goal:.4g}"
-        + (" (given)" if target is not None else f" (recorded best, {target_at} epoch)")
+        f"{price_note}; target val_loss {goal:.4g}"
+        + (
+            " (given)"
+            if target is not None
+            else " (the run's best)"
+            if recorded_from is not None
+            else f" (recorded best, {target_at} epoch)"
+        )
     )
     click.echo(f"{'':34}{'epochs':>8}{'cost':>12}{'best val_loss':>15}{'cost to target':>16}{'hours':>9}")
     for name, d in data.items():

@@ -133,9 +133,16 @@ class ParamSpec(_Strict):
     low: float | None = None
     high: float | None = None
     values: list[Any] | None = None
+    grid: bool = Field(
+        False,
+        description="with choice: every value runs, crossed with the other grid values, num_samples "
+        "times (Ray Tune's tune.grid_search); needs searcher.type random",
+    )
 
     @model_validator(mode="after")
     def _bounds(self) -> ParamSpec:
+        if self.grid and self.type != "choice":
+            raise ValueError(f"grid: only a choice runs every value, got type {self.type}")
         if self.type == "choice":
             if not self.values:
                 raise ValueError("choice needs a non-empty 'values' list")
@@ -366,6 +373,13 @@ class BudgetConfig(_Strict):
     max_cost_usd: float | None = Field(None, gt=0, allow_inf_nan=False, description="whole sweep")
     max_cost_usd_per_trial: float = Field(300.0, gt=0, allow_inf_nan=False)
     max_hours_per_trial: float = Field(48.0, gt=0, allow_inf_nan=False)
+    max_wall_seconds: float | None = Field(
+        None,
+        gt=0,
+        allow_inf_nan=False,
+        description="wall-clock seconds the sweep may run (Ray Tune's time_budget_s): then running "
+        "trials stop at their next report and none starts; null: no limit",
+    )
 
 
 class OutlookConfig(_Strict):
@@ -518,6 +532,16 @@ class SweepConfig(_Strict):
         if self.trainable.name == "amp":
             _check_amp_args(self.trainable.args, self.search_space)
         _check_points(self.searcher, self.search_space, self.num_samples)
+        grid_axes = [name for name, spec in self.search_space.items() if spec.grid]
+        if grid_axes and self.searcher.type not in ("random", "grid"):
+            raise ValueError(
+                f"search_space.{grid_axes[0]}: a grid value list (tune.grid_search) runs every value, "
+                f"which searcher {self.searcher.type!r} cannot; use searcher.type random (Ray Tune's own "
+                "searcher), or a plain choice to let the searcher pick"
+            )
+        nested = [name for name in self.search_space if "/" in name]
+        if nested and self.scheduler.type == "pbt":
+            raise ValueError(f"search_space.{nested[0]}: pbt explores top-level hyperparameters only")
         if self.searcher.type == "grid":
             for name, spec in self.search_space.items():
                 if spec.type != "choice":
@@ -629,7 +653,40 @@ def grid_size(config: SweepConfig) -> int:
 
 
 def planned_trials(config: SweepConfig) -> int:
-    return grid_size(config) if config.searcher.type == "grid" else config.num_samples
+    """Trials the sweep starts: ``num_samples`` times each combination of its grid values."""
+    if config.searcher.type == "grid":
+        return grid_size(config)
+    size = config.num_samples
+    for spec in config.search_space.values():
+        size *= len(spec.values or []) if spec.grid else 1
+    return size
+
+
+def param_value(config: Mapping[str, Any], name: str) -> Any:
+    """A hyperparameter's value in a trial's config; ``a/b`` names ``config["a"]["b"]`` (a nested
+    search space, flattened as Ray Tune flattens it)."""
+    if name in config or "/" not in name:
+        return config.get(name)
+    value: Any = config
+    for part in name.split("/"):
+        if not isinstance(value, Mapping) or part not in value:
+            return None
+        value = value[part]
+    return value
+
+
+def nested(flat: Mapping[str, Any]) -> dict[str, Any]:
+    """``{"a/b": x}`` as ``{"a": {"b": x}}``: the shape a nested search space had."""
+    out: dict[str, Any] = {}
+    for name, value in flat.items():
+        *parents, leaf = name.split("/")
+        node = out
+        for part in parents:
+            child = node.get(part)
+            node[part] = child = dict(child) if isinstance(child, Mapping) else {}  # never the caller's
+            node = child
+        node[leaf] = value
+    return out
 
 
 def warmup_trials(config: SweepConfig) -> int | None:

@@ -39,6 +39,7 @@ _REASON_COLOURS = {
     StopReason.TRIAL_COST_CAP.value: "#d62728",
     StopReason.TRIAL_TIME_CAP.value: "#e377c2",
     StopReason.SWEEP_BUDGET.value: "#7f7f7f",
+    StopReason.TIME_BUDGET.value: "#7f7f7f",
     StopReason.ERROR.value: "#bcbd22",
     StopReason.INTERRUPTED.value: "#17becf",
 }
@@ -116,7 +117,7 @@ def money_panel(ledger: Ledger) -> Panel:
     """Best-so-far metric against the sweep's cumulative dollars, and the counterfactual."""
     metric = ledger.spec.metric
     points = best_so_far(ledger)
-    spent = sum(usd for _t, _e, usd, _m, _a in ledger.timeline)
+    spent = sum(row.usd for row in ledger.timeline)
     data: list[dict[str, Any]] = []
     if points:
         xs = [p.usd for p in points] + [spent]
@@ -802,7 +803,7 @@ def compare_money_panel(runs: Sequence[Any]) -> Panel:
         if not points:
             continue
         colour = _RUN_COLOURS[i % len(_RUN_COLOURS)]
-        spent = sum(usd for _t, _e, usd, _m, _a in run.ledger.timeline)
+        spent = sum(row.usd for row in run.ledger.timeline)
         values.extend(p.metric for p in points)
         data.append(
             {

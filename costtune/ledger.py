@@ -23,7 +23,7 @@ import weakref
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import pandas as pd
 
@@ -65,6 +65,23 @@ _SHARED: weakref.WeakValueDictionary[str, Ledger] = weakref.WeakValueDictionary(
 
 class LedgerWarning(UserWarning):
     """Something in a ledger file needed repair or was skipped (the CLI prints it in one line)."""
+
+
+#: :attr:`TimelineRow.kind`: a reported epoch that carried the metric (its value may be NaN:
+#: the trial reported NaN), one that did not, and a charge for time held but not timed
+RESULT, OTHER, CHARGE = "result", "other", "charge"
+
+
+class TimelineRow(NamedTuple):
+    """One line of the books, in arrival order (``kind``: :data:`RESULT`, :data:`OTHER` or
+    :data:`CHARGE`; a charge's ``value`` is NaN)."""
+
+    trial_id: str
+    epoch: int
+    usd: float  # what it cost
+    value: float  # the metric
+    time: float  # unix time
+    kind: str = RESULT
 
 
 @dataclass(slots=True)
@@ -127,8 +144,8 @@ class Ledger:
         self.spec = spec
         self.trials: dict[str, TrialRecord] = {}
         self._last_time: dict[str, float] = {}
-        #: every reported epoch in arrival order: (trial_id, epoch, usd it cost, metric, unix time)
-        self.timeline: list[tuple[str, int, float, float, float]] = []
+        #: every reported epoch and every charge, in arrival order (:class:`TimelineRow`)
+        self.timeline: list[TimelineRow] = []
         self._path = Path(directory) / LEDGER_FILE if directory is not None else None
         #: lines of the log that could not be read (a torn last line, corruption) and were skipped
         self.unreadable_lines = 0
@@ -337,12 +354,13 @@ class Ledger:
             usd_before = self.cost_usd(record)
             record.seconds += event["seconds"]
             self.timeline.append(
-                (
+                TimelineRow(
                     trial_id,
                     record.epochs,
                     self.cost_usd(record) - usd_before,
                     math.nan,
                     event.get("time", math.nan),
+                    CHARGE,
                 )
             )
             return record
@@ -375,7 +393,8 @@ class Ledger:
             spent = self.cost_usd(record) - usd_before
         else:
             spent = self.spec.cost_model.cost_usd(charged, record.devices, record.device_kind)
-        self.timeline.append((trial_id, epoch, spent, value, event.get("time", math.nan)))
+        kind = RESULT if self.spec.metric in metrics else OTHER
+        self.timeline.append(TimelineRow(trial_id, epoch, spent, value, event.get("time", math.nan), kind))
         return record
 
     # ------------------------------------------------------------------- reading
@@ -429,7 +448,7 @@ class Ledger:
         direction = self.spec.direction
         best = self.sweep_baseline()
         credit = {trial_id: 0.0 for trial_id in self.trials}
-        for trial_id, _, _, value, _ in self.timeline:
+        for trial_id, _, _, value, *_ in self.timeline:
             if math.isnan(value):
                 continue
             if math.isnan(best):

@@ -463,7 +463,7 @@ def wall_seconds(run: Run) -> float:
         return float(written["wall_seconds"])
     except (OSError, ValueError, KeyError, TypeError):
         pass
-    times = [at for *_rest, at in run.ledger.timeline if not math.isnan(at)]
+    times = [row.time for row in run.ledger.timeline if not math.isnan(row.time)]
     return max(times) - min(times) if len(times) >= 2 else math.nan
 
 

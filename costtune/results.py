@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pandas as pd
 
 from costtune.direction import Direction
@@ -171,6 +172,74 @@ def best_trial(ledger: Ledger, out: Path) -> dict[str, Any] | None:
         "cost_usd": ledger.cost_usd(record),
         "checkpoint": checkpoint_of(out, best_id, epoch),
     }
+
+
+@dataclass(frozen=True)
+class RecordedRun:
+    """A finished run directory as recorded curves (:mod:`costtune.curves`), for ``costtune
+    replay RUN_DIR``: one curve per trial, its metric as a loss (negated for ``mode: max``), its
+    metered seconds per epoch, and the run's own prices folded into each curve's devices.
+
+    Attributes:
+        frame: the curves table (``config_id`` = trial id).
+        usd_per_device_hour: the price every curve's ``devices`` is billed at.
+        price_note: where that price came from, in words.
+        best_loss: the run's best, as a loss: the default target.
+        mixed: trials held devices of several prices (folded into ``devices``).
+    """
+
+    frame: pd.DataFrame
+    usd_per_device_hour: float
+    price_note: str
+    best_loss: float
+    mixed: bool = False
+
+
+def recorded_run(directory: str | Path) -> RecordedRun:
+    """:class:`RecordedRun` of a run directory (checked like :func:`load_run`)."""
+    result = load_run(directory)
+    ledger, spec = result.ledger, result.ledger.spec
+    model = spec.cost_model
+    kinds = {(r.device_kind) for r in ledger.trials.values() if r.metric_history}
+    prices = {kind: model.usd_per_device_hour(kind) for kind in kinds}
+    single = len(set(prices.values())) <= 1
+    price = next(iter(prices.values()), 0.0) if single else 1.0
+    rows: list[dict[str, Any]] = []
+    for record in ledger.trials.values():
+        by_epoch: dict[int, tuple[float, float]] = {}
+        previous = 0.0
+        for epoch, seconds, metrics in record.metric_history:
+            value = metrics.get(spec.metric, math.nan)
+            by_epoch[epoch] = (spec.direction.loss(value), seconds - previous)  # a re-run: the later
+            previous = seconds
+        epochs = sorted(by_epoch)
+        if not epochs or epochs != list(range(1, len(epochs) + 1)):
+            continue  # a clone (PBT) starts past epoch 1: not a curve of its own
+        devices = record.devices if single else record.devices * prices[record.device_kind]
+        for epoch in epochs:
+            loss, seconds = by_epoch[epoch]
+            rows.append(
+                {
+                    "config_id": record.trial_id,
+                    **{f"hp.{k}": v for k, v in record.config.items()},
+                    "epoch": epoch,
+                    "val_loss": loss,
+                    "epoch_seconds": max(seconds, 0.0),
+                    "devices": devices,
+                }
+            )
+    if not rows:
+        raise ConfigError(f"replay: {result.output_dir} holds no trial that reported {spec.metric!r}")
+    frame = pd.DataFrame(rows)
+    note = (
+        f"${price:g}/device-hour, the run's own ({', '.join(sorted(model.device_label(k) for k in kinds))})"
+        if single
+        else "the run's own prices per device type ("
+        + ", ".join(f"{model.device_label(k)} ${p:g}" for k, p in sorted(prices.items()))
+        + ")"
+    )
+    losses = frame["val_loss"].to_numpy(dtype=float)
+    return RecordedRun(frame, price, note, float(np.nanmin(losses)), mixed=not single)
 
 
 def best_checkpoint(ledger: Ledger, out: Path) -> str | None:

@@ -29,10 +29,12 @@ def to_tune_domain(spec: ParamSpec) -> Any:
 
 
 def build_search_space(space: Mapping[str, ParamSpec], grid: bool = False) -> dict[str, Any]:
-    """Tune domains; with ``grid``, every (choice) parameter becomes ``tune.grid_search``."""
-    if grid:
-        return {name: tune.grid_search(list(spec.values or [])) for name, spec in space.items()}
-    return {name: to_tune_domain(spec) for name, spec in space.items()}
+    """Tune domains, flat (``a/b`` for a nested name: see :func:`costtune.config.nested`); a
+    ``grid`` choice (or, with ``grid``, every choice) becomes ``tune.grid_search``."""
+    return {
+        name: tune.grid_search(list(spec.values or [])) if grid or spec.grid else to_tune_domain(spec)
+        for name, spec in space.items()
+    }
 
 
 #: the default searcher's random start-up trials before the Gaussian process proposes. Chosen

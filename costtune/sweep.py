@@ -30,6 +30,7 @@ from costtune.config import (
     SweepConfig,
     check_price_names,
     load_config,
+    nested,
     parse_config,
     short_repr,
     warmup_trials,
@@ -202,6 +203,9 @@ def run_sweep(
     """
     config_dir = Path(config_dir) if config_dir is not None else None
     callbacks = _checked_callbacks(callbacks)
+    settings = _ray_keywords(settings)
+    if callable(trainable) and not isinstance(trainable, SweepConfig):
+        settings = _resources_of(trainable, settings)
     function: Callable[..., Any] | None = None
     if isinstance(trainable, SweepConfig | Path) or (
         isinstance(trainable, str) and _is_config_path(trainable)
@@ -289,6 +293,79 @@ def _first_difference(a: Any, b: Any, where: str = "") -> tuple[str, Any, Any]:
     return where or "config", a, b
 
 
+#: Ray Tune's ``Tuner`` / ``TuneConfig`` / ``RunConfig`` / ``tune.run`` keywords that costtune
+#: does not take as they are: what to write instead (``time_budget_s`` and ``name`` are honoured)
+RAY_EQUIVALENTS = {
+    "stop": "max_epochs=N (Ray's stop={'training_iteration': N}); budget={...} and stopping={...} stop "
+    "on dollars and returns",
+    "checkpoint_config": "nothing: each trial keeps its two best checkpoints by metric and mode, and its "
+    "newest for resume (result.best['checkpoint'])",
+    "resources_per_trial": "resources={'cpus': ..., 'gpus': ...}, or tune.with_resources(fn, {...})",
+    "search_alg": "searcher={'type': 'gp' | 'optuna' | 'hyperopt' | 'random'}",
+    "storage_path": "output='DIR' (the run directory)",
+    "param_space": "search_space={...}",
+    "config": "search_space={...}",
+    "tune_config": "the fields as keywords: metric=, mode=, num_samples=, max_concurrent_trials=, ...",
+    "run_config": "the fields as keywords: output=, callbacks=, name=, ...",
+    "max_failures": "failures={'max_retries': N}",
+    "local_dir": "output='DIR' (the run directory)",
+}
+
+
+def _ray_keywords(settings: dict[str, Any]) -> dict[str, Any]:
+    """Ray Tune's keywords: ``time_budget_s`` kept with Ray's meaning (``budget.max_wall_seconds``),
+    a Ray scheduler object or any keyword of :data:`RAY_EQUIVALENTS` refused in one line naming
+    costtune's equivalent."""
+    for key, instead in RAY_EQUIVALENTS.items():
+        if key in settings:
+            raise ConfigError(f"{key}: a Ray Tune keyword costtune does not take; write {instead}")
+    scheduler = settings.get("scheduler")
+    if scheduler is not None and not isinstance(scheduler, Mapping):
+        raise ConfigError(
+            f"scheduler: a {type(scheduler).__name__} object; costtune's scheduler is set as "
+            "scheduler={'type': 'cost_aware_hyperband', 'grace_epochs': 5, 'eta': 5} (Ray's "
+            "ASHAScheduler(grace_period=5, reduction_factor=5)), or 'pbt' / 'fifo'"
+        )
+    if "time_budget_s" in settings:
+        settings = dict(settings)
+        seconds = settings.pop("time_budget_s")
+        budget = settings.get("budget") or {}
+        if not isinstance(budget, Mapping):
+            raise ConfigError(f"budget: must be a mapping, got {type(budget).__name__}")
+        if "max_wall_seconds" in budget:
+            raise ConfigError("time_budget_s: also set as budget.max_wall_seconds; keep one")
+        settings["budget"] = {**budget, "max_wall_seconds": seconds}
+    return settings
+
+
+def _resources_of(trainable: Any, settings: dict[str, Any]) -> dict[str, Any]:
+    """``tune.with_resources(fn, {"cpu": 2, "gpu": 1})`` sets what each trial holds and is
+    billed for, as in Ray; ``resources=`` beside it is refused (which one?). A per-config
+    resource function or a multi-bundle placement group is refused in one line."""
+    from ray.tune import PlacementGroupFactory
+
+    # Ray keeps a function trainable's resources on the function (ray.tune.with_resources)
+    request = getattr(trainable, "_resources", None)
+    if request is None:
+        return settings
+    if "resources" in settings:
+        raise ConfigError("resources: also set by tune.with_resources on the trainable; keep one")
+    if not isinstance(request, PlacementGroupFactory) or len(request.bundles) != 1:
+        raise ConfigError(
+            "resources: tune.with_resources with a function or several bundles; costtune bills "
+            "one bundle per trial: give a dict such as {'cpu': 2, 'gpu': 1}"
+        )
+    held = {k.lower(): float(v) for k, v in request.required_resources.items()}
+    types = [k.partition(":")[2] for k in request.required_resources if k.startswith("accelerator_type:")]
+    unknown = sorted(k for k in held if k not in ("cpu", "gpu") and not k.startswith("accelerator_type:"))
+    if unknown:
+        raise ConfigError(f"resources: tune.with_resources asks for {unknown[0]!r}; costtune takes cpu, gpu")
+    resources: dict[str, Any] = {"cpus": held.get("cpu", 1.0), "gpus": held.get("gpu", 0.0)}
+    if types:
+        resources["accelerator_type"] = types[0]
+    return {**settings, "resources": resources}
+
+
 def _checked_callbacks(callbacks: Any) -> list[Any]:
     """``callbacks``: a list of Ray Tune callbacks, checked before anything is created."""
     from ray.tune import Callback
@@ -336,14 +413,17 @@ def config_from_function(
         if isinstance(settings.get("trainable"), Mapping)
         else {}
     )
-    for name, domain in search_space.items():
-        spec = param_spec_of(str(name), domain)
+    for name, domain in _flattened(search_space):
+        spec = param_spec_of(name, domain)
         if spec is None:
-            fixed[str(name)] = domain
+            fixed[name] = domain
         else:
-            space[str(name)] = spec
+            space[name] = spec
     if not space:
         raise ConfigError("search_space: holds only fixed values; give at least one domain to search")
+    if any(spec.get("grid") for spec in space.values()) and "searcher" not in settings:
+        # Ray Tune's meaning: grid values are crossed, num_samples times, by its own searcher
+        settings = {**settings, "searcher": {"type": "random"}}
     name = settings.get("name") or re.sub(r"[^A-Za-z0-9_.-]", "-", default_name).strip("-._") or "sweep"
     raw = {
         **{k: v for k, v in settings.items() if k != "trainable"},
@@ -356,16 +436,41 @@ def config_from_function(
     return parse_config(raw)
 
 
+def _flattened(space: Mapping[str, Any], prefix: str = "") -> list[tuple[str, Any]]:
+    """A nested search space as Ray Tune flattens it: ``{"opt": {"lr": ...}}`` is ``opt/lr``
+    (the function still receives ``config["opt"]["lr"]``). A nested mapping with no domain
+    in it is a fixed value, passed as it is."""
+    out: list[tuple[str, Any]] = []
+    for key, value in space.items():
+        name = f"{prefix}{key}"
+        if "/" in str(key):
+            raise ConfigError(f"search_space.{name}: '/' joins nested names; use a nested mapping instead")
+        if isinstance(value, Mapping) and not _costtune_form(value) and "grid_search" not in value:
+            inner = _flattened(value, f"{name}/")
+            if any(param_spec_of(n, v) is not None for n, v in inner):
+                out += inner
+                continue
+        out.append((str(name), value))
+    return out
+
+
+def _costtune_form(value: Mapping[str, Any]) -> bool:
+    """``{"type": ..., "low": ..., "high": ...}``, not a nested space that names a "type"."""
+    from ray.tune.search import sample
+
+    return "type" in value and not any(isinstance(v, sample.Domain | Mapping) for v in value.values())
+
+
 def param_spec_of(name: str, domain: Any) -> dict[str, Any] | None:
     """A Ray Tune domain (or costtune's dict form) as costtune's search-space entry; ``None``
     for a fixed value. Domains costtune cannot record (quantised, custom functions) are refused."""
-    if isinstance(domain, Mapping) and "type" in domain:
+    if isinstance(domain, Mapping) and _costtune_form(domain):
         return dict(domain)
     from ray.tune.search import sample
 
     if not isinstance(domain, sample.Domain):
         if isinstance(domain, Mapping) and "grid_search" in domain:
-            return {"type": "choice", "values": list(domain["grid_search"])}
+            return {"type": "choice", "values": list(domain["grid_search"]), "grid": True}
         return None
     sampler = domain.get_sampler()
     if isinstance(sampler, sample.Quantized):
@@ -427,7 +532,7 @@ def _run(
     from costtune.schedulers import CostAwareFIFO, CostAwareHyperBand, LedgerCallback
     from costtune.schedulers.callbacks import ForgetVanishedCheckpoints, KeepRayState
     from costtune.schedulers.governed import GovernorHooks
-    from costtune.schedulers.stoppers import EpochLimit
+    from costtune.schedulers.stoppers import EpochLimit, WallClockBudget
     from costtune.search import RungEstimates, build_search_space, make_searcher
 
     cost_model = config.cost.cost_model()
@@ -483,6 +588,10 @@ def _run(
         stoppers.append(FunctionStopper(idle_stopper))
         sources.insert(0, idle_stopper)
     stoppers.append(EpochLimit(config.max_epochs))  # by epoch number, not a count of results
+    wall_clock = WallClockBudget(config.budget.max_wall_seconds) if config.budget.max_wall_seconds else None
+    if wall_clock is not None:
+        stoppers.append(wall_clock)
+        sources.append(wall_clock)
 
     def stop_reason_of(trial_id: str) -> str | None:
         """The first source that ended the trial says why (the idle watchdog, the stopper, the
@@ -512,13 +621,15 @@ def _run(
         callbacks.append(_mlflow_live(config, out, stop_reason_of, ledger))
     callbacks.extend(extra_callbacks)  # after the ledger's: they see the cost fields it adds
 
-    param_space = {
-        **config.trainable.args,
-        "max_epochs": config.max_epochs,
-        "seed": config.seed,
-        "threads": max(1, int(config.resources.cpus)),
-        **build_search_space(config.search_space, grid=config.searcher.type == "grid"),
-    }
+    param_space = nested(
+        {
+            **config.trainable.args,
+            "max_epochs": config.max_epochs,
+            "seed": config.seed,
+            "threads": max(1, int(config.resources.cpus)),
+            **build_search_space(config.search_space, grid=config.searcher.type == "grid"),
+        }
+    )
     resources = trial_resources(config)
     searcher = make_searcher(
         config.searcher,
@@ -558,7 +669,9 @@ def _run(
             failure_config=tune.FailureConfig(max_failures=config.failures.max_retries),
         ),
     )
-    return _fit_and_write(tuner, config, ledger, out)
+    return _fit_and_write(
+        tuner, config, ledger, out, ended_by=lambda: wall_clock.stop_reason("") if wall_clock else None
+    )
 
 
 def _mlflow_live(
@@ -610,7 +723,15 @@ def trial_resources(config: SweepConfig) -> dict[str, float]:
     return resources
 
 
-def _fit_and_write(tuner: Any, config: SweepConfig, ledger: Ledger, out: Path) -> SweepResult:
+def _fit_and_write(
+    tuner: Any,
+    config: SweepConfig,
+    ledger: Ledger,
+    out: Path,
+    ended_by: Callable[[], str | None] = lambda: None,
+) -> SweepResult:
+    """``ended_by``: why Tune ended the trials still running when it returned, when costtune
+    ended the whole sweep (the wall-clock budget); ``None``: a killed driver lost them."""
     started = time.perf_counter()
     failure: str | None = None
     was_interrupted = False
@@ -645,7 +766,8 @@ def _fit_and_write(tuner: Any, config: SweepConfig, ledger: Ledger, out: Path) -
             # Tune finished without it: it started after the last experiment snapshot of a
             # killed driver, so a resume could not see it. What it ran stays charged.
             try:
-                ledger.end(record.trial_id, status="TERMINATED", stop_reason=StopReason.INTERRUPTED.value)
+                reason = ended_by() or StopReason.INTERRUPTED.value
+                ledger.end(record.trial_id, status="TERMINATED", stop_reason=reason)
             except LedgerWriteError as exc:
                 failure, ledger_writable = str(exc), False
                 record.status, record.stop_reason = "TERMINATED", StopReason.INTERRUPTED.value

@@ -14,6 +14,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from costtune.config import param_value
 from costtune.cost import device_hours, is_gpu
 from costtune.errors import ConfigError
 from costtune.ledger import RAY_RESULT_FIELDS, Ledger
@@ -172,7 +173,7 @@ class MlflowLive:
                     tags={"mlflow.parentRunId": parent, "costtune.trial_id": trial_id},
                 )
                 self._children[trial_id] = str(run.info.run_id)
-                params = {k: str(trial.config.get(k)) for k in self.hyperparameters}
+                params = {k: str(param_value(trial.config, k)) for k in self.hyperparameters}
                 from mlflow.entities import Param
 
                 client.log_batch(self._children[trial_id], params=[Param(k, v) for k, v in params.items()])

@@ -329,3 +329,106 @@ def test_a_killed_sweep_of_a_scripts_own_function_resumes_from_python(ray_sessio
     assert (trials["stop_reason"] != "interrupted").sum() == 6
     assert set(trials["stop_reason"]) - {"interrupted"} <= {"completed", "rung_pruned"}
     assert (run / "ledger.jsonl").read_bytes().startswith(ledger)
+
+
+# ------------------------------------------------------------- Ray Tune's meaning, kept or refused
+def _evaluation_fn(step, width, height):
+    return (0.1 + width * step / 100) ** (-1) + height * 0.1
+
+
+def _easy_objective(config):
+    """Ray Tune's tune_basic_example objective, with a nested optimiser section added."""
+    assert config["activation"] in ("relu", "tanh")
+    assert isinstance(config["opt"]["lr"], float) and 1e-4 <= config["opt"]["lr"] <= 1e-1
+    assert config["opt"]["momentum"] == 0.9  # a fixed value inside a nested space stays as given
+    width, height = config["width"], config["height"]
+    assert isinstance(width, float) and isinstance(height, float)
+    for step in range(config["steps"]):
+        tune.report({"iterations": step, "mean_loss": _evaluation_fn(step, width, height)})
+
+
+def test_ray_tunes_basic_example_keeps_grid_search_and_nested_spaces(ray_session, tmp_path) -> None:
+    result = costtune.run_sweep(
+        _easy_objective,
+        search_space={
+            "steps": 4,
+            "width": tune.uniform(0, 20),
+            "height": tune.uniform(-100, 100),
+            "activation": tune.grid_search(["relu", "tanh"]),
+            "opt": {"lr": tune.loguniform(1e-4, 1e-1), "momentum": 0.9},
+        },
+        metric="mean_loss", mode="min", num_samples=3, max_epochs=4,
+        cost={"prices": {"cpu": 0.05}}, output=tmp_path / "basic",
+    )  # fmt: skip
+    trials = result.trials
+    # as in Ray: the grid crossed num_samples times (3 × 2 = 6 trials), every trial ran (no error)
+    assert len(trials) == 6 and set(trials["status"]) == {"TERMINATED"}
+    assert trials["hp.activation"].value_counts().to_dict() == {"relu": 3, "tanh": 3}
+    assert trials["hp.opt/lr"].between(1e-4, 1e-1).all() and trials["hp.opt/lr"].nunique() == 6
+    assert result.config.searcher.type == "random"  # Ray's own searcher: the one that crosses grids
+
+
+def test_tune_with_resources_sets_what_each_trial_holds_and_is_billed_for(ray_session, tmp_path) -> None:
+    result = costtune.run_sweep(
+        tune.with_resources(_easy_objective, {"cpu": 2}),
+        search_space={
+            "steps": 3, "width": tune.uniform(0, 20), "height": tune.uniform(-100, 100),
+            "activation": tune.choice(["relu", "tanh"]), "opt": {"lr": tune.loguniform(1e-4, 1e-1), "momentum": 0.9},
+        },
+        metric="mean_loss", num_samples=2, max_epochs=3, searcher={"type": "random"},
+        cost={"prices": {"cpu": 0.05}}, output=tmp_path / "async",
+    )  # fmt: skip
+    assert result.config.resources.cpus == 2
+    for record in result.ledger.trials.values():
+        assert record.device_kind == "cpu" and record.devices == 2.0  # billed as the 2 cores it held
+        assert result.ledger.cost_usd(record) == pytest.approx(record.seconds * 2 * 0.05 / 3600)
+
+
+@pytest.mark.parametrize(
+    ("keyword", "value", "names"),
+    [
+        ("stop", {"training_iteration": 5}, "max_epochs=N"),
+        ("checkpoint_config", object(), "two best checkpoints"),
+        ("resources_per_trial", {"cpu": 2}, "resources={'cpus'"),
+        ("search_alg", object(), "searcher={'type'"),
+        ("storage_path", "/tmp/x", "output='DIR'"),
+        ("scheduler", tune.schedulers.ASHAScheduler(), "scheduler={'type': 'cost_aware_hyperband'"),
+    ],
+)
+def test_ray_keywords_costtune_does_not_take_are_refused_naming_the_equivalent(
+    tmp_path, keyword, value, names
+) -> None:
+    with pytest.raises(ConfigError) as refused:
+        costtune.run_sweep(
+            train_fn, search_space={"x": tune.uniform(0, 1)}, max_epochs=2, num_samples=1,
+            output=tmp_path / "r", **{keyword: value},
+        )  # fmt: skip
+    message = str(refused.value)
+    assert message.startswith(f"{keyword}: ") and names in message and "\n" not in message
+    assert not (tmp_path / "r").exists()
+
+
+def _slow_epochs(config):
+    import time
+
+    for epoch in range(1, config["max_epochs"] + 1):
+        time.sleep(0.25)
+        tune.report({"loss": config["x"] + 1.0 / epoch})
+
+
+def test_time_budget_s_stops_the_sweep_on_the_wall_clock_as_in_ray(ray_session, tmp_path) -> None:
+    result = costtune.run_sweep(
+        _slow_epochs, search_space={"x": tune.uniform(0, 1)}, max_epochs=40, num_samples=8,
+        scheduler={"type": "fifo"}, stopping={"min_relative_roi": None}, time_budget_s=3,
+        cost={"prices": {"cpu": 0.05}}, output=tmp_path / "r",
+    )  # fmt: skip
+    assert result.config.budget.max_wall_seconds == 3
+    trials = result.trials
+    # 40 epochs of 0.25 s would take 10 s a trial; the budget ended every trial well before
+    assert (trials["epochs"] < 40).all() and len(trials) < 8
+    assert set(trials["stop_reason"]) == {"time_budget"}, trials[["trial_id", "status", "stop_reason"]]
+    with pytest.raises(ConfigError, match="^time_budget_s: also set as budget.max_wall_seconds"):
+        costtune.run_sweep(
+            _slow_epochs, search_space={"x": tune.uniform(0, 1)}, max_epochs=2, num_samples=1, time_budget_s=3,
+            budget={"max_wall_seconds": 5}, output=tmp_path / "r2",
+        )  # fmt: skip

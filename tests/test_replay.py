@@ -886,3 +886,26 @@ def test_replay_cli_gp_over_epochs_is_seeded_said_and_refused_without_the_gp(tmp
         .splitlines()[-1]
         .endswith("--gp-over-epochs: only --searcher gp models epochs, got --searcher tpe")
     )
+
+
+@pytest.mark.ray
+def test_replay_of_a_run_directory_uses_its_own_curves_prices_and_best(small_run) -> None:
+    run = small_run.output_dir
+    shown = CliRunner().invoke(main, ["replay", str(run)])
+    assert shown.exit_code == 0, shown.output
+    assert "$0.5/device-hour, the run's own (cpu)" in shown.output and "(the run's best)" in shown.output
+    done = CliRunner().invoke(main, ["replay", str(run), "--json"])
+    data = json.loads(done.output)
+    assert data["target"] == pytest.approx(small_run.summary["best_metric"])  # val_loss: its own loss
+    # the recorded trials, replayed with the run's own rungs, reach the run's best
+    for name in ("recorded", "costtune"):
+        assert data["runs"][name]["cost_to_target_usd"] is not None, data["runs"]
+        assert data["runs"][name]["best_val_loss"] == pytest.approx(small_run.summary["best_metric"])
+    # its epochs' metered seconds at its own price (the time held between epochs, billed in the
+    # run as charges, is not an epoch's and is not replayed)
+    cost = small_run.ledger.spec.cost_model
+    metered = sum(
+        cost.cost_usd(r.metric_history[-1][1], r.devices, r.device_kind)
+        for r in small_run.ledger.trials.values()
+    )
+    assert data["runs"]["recorded"]["cost_usd"] == pytest.approx(metered, rel=1e-3)

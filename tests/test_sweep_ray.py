@@ -80,9 +80,15 @@ def test_ray_adapter_decides_exactly_what_the_pure_policy_decides(small_run) -> 
         assert policy.stop_reason(trial_id).value == frame.loc[trial_id, "stop_reason"], epochs
 
 
-def test_output_directory_that_holds_a_sweep_is_refused(small_run) -> None:
-    with pytest.raises(ConfigError, match="^output: .* already holds a sweep"):
-        run_sweep(parse_config(SMALL), small_run.output_dir)
+def test_output_directory_that_holds_a_sweep_is_loaded_if_its_config_is_this_one(small_run) -> None:
+    log = (small_run.output_dir / "ledger.jsonl").read_bytes()
+    again = run_sweep(parse_config(SMALL), small_run.output_dir)
+    assert again.summary["total_cost_usd"] == small_run.summary["total_cost_usd"]
+    with pytest.raises(
+        ConfigError, match=r"^output: .* holds a sweep of another config \(seed: 1 there, 2 here\)"
+    ):
+        run_sweep(parse_config({**SMALL, "seed": 2}), small_run.output_dir)
+    assert (small_run.output_dir / "ledger.jsonl").read_bytes() == log
 
 
 def test_cli_sweep_end_to_end_prints_the_cost_table(ray_session, tmp_path) -> None:

@@ -25,6 +25,7 @@ class StopReason(str, Enum):
     TRIAL_COST_CAP = "trial_cost_cap"
     TRIAL_TIME_CAP = "trial_time_cap"
     SWEEP_BUDGET = "sweep_budget"
+    TIME_BUDGET = "time_budget"  # the sweep's wall-clock budget (Ray Tune's time_budget_s) ran out
     SWEEP_MARGINAL_ROI = "sweep_marginal_roi"
     IDLE = "idle"
     NAN_METRIC = "nan_metric"

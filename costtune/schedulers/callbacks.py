@@ -11,6 +11,7 @@ from typing import Any
 
 from ray.tune import Callback
 
+from costtune.config import param_value
 from costtune.cost import device_hours, is_gpu
 from costtune.ledger import (
     COST_FIELDS,
@@ -132,7 +133,7 @@ class LedgerCallback(Callback):
             epoch=int(result.get("training_iteration", 0)),
             seconds=float(result.get(self.seconds_field, 0.0)),
             metrics=metrics,
-            config={k: trial.config.get(k) for k in self.hyperparameters},
+            config={k: param_value(trial.config, k) for k in self.hyperparameters},
             device_kind=kind,
             devices=devices,
             # Ray's per-epoch time survives restarts, pauses and PBT clones that reset or
@@ -216,7 +217,7 @@ class LedgerCallback(Callback):
             trial.trial_id,
             status=status,
             stop_reason=reason,
-            config={k: trial.config.get(k) for k in self.hyperparameters},
+            config={k: param_value(trial.config, k) for k in self.hyperparameters},
             extra_seconds=hung_s,
         )
         self._tell_charged(trial.trial_id)  # time held while hung, charged at the end

@@ -21,7 +21,7 @@ from ray.tune.schedulers import FIFOScheduler, TrialScheduler
 from costtune.cost import CostModel
 from costtune.direction import Direction
 from costtune.errors import ConfigError
-from costtune.ledger import write_json_atomic
+from costtune.ledger import RESULT, write_json_atomic
 from costtune.policy import AsyncHyperband, Decision, PromotionRule, StopReason
 from costtune.rundir import relocated
 from costtune.schedulers.governed import GovernedMixin, shared_governor
@@ -227,10 +227,13 @@ class CostAwareHyperBand(GovernedMixin, FIFOScheduler):
         fed = 0
         spent: dict[str, float] = {}
         direction = self.ledger.spec.direction
-        for trial_id, epoch, usd, value, _ in self.ledger.timeline:
-            spent[trial_id] = spent.get(trial_id, 0.0) + usd
+        for row in self.ledger.timeline:
+            trial_id, epoch, value = row.trial_id, row.epoch, row.value
+            spent[trial_id] = spent.get(trial_id, 0.0) + row.usd
             state = self.policy.trials.get(trial_id)
-            if value != value or (state is not None and state.epochs >= epoch):  # a charge, or known
+            # a charge, or a report without the metric (the live path never showed them to the
+            # policy; a reported NaN it did), or a result the rungs already hold
+            if row.kind != RESULT or (state is not None and state.epochs >= epoch):
                 continue
             if state is not None and state.stop_reason is not None:
                 continue  # ended by the policy already: what came after does not change the rungs

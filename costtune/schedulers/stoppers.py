@@ -176,3 +176,31 @@ class EpochLimit(Stopper):
 
     def stop_all(self) -> bool:
         return False
+
+
+class WallClockBudget(Stopper):
+    """Ray Tune's ``time_budget_s`` (``budget.max_wall_seconds``): once the sweep has run this
+    many seconds of wall clock, each running trial stops at its next report and no new one
+    starts. The clock starts at the sweep's first check and counts wall time, not device time;
+    a resumed sweep counts its own session anew."""
+
+    def __init__(self, seconds: float) -> None:
+        self.seconds = seconds
+        self._started: float | None = None
+        self.fired = False
+
+    def _over(self) -> bool:
+        now = time.monotonic()
+        if self._started is None:
+            self._started = now
+        self.fired = self.fired or now - self._started >= self.seconds
+        return self.fired
+
+    def __call__(self, trial_id: str, result: dict[str, Any]) -> bool:
+        return self._over()
+
+    def stop_all(self) -> bool:
+        return self._over()
+
+    def stop_reason(self, trial_id: str) -> str | None:
+        return StopReason.TIME_BUDGET.value if self.fired else None

@@ -146,8 +146,15 @@ class _Sweep:
     reports epoch after epoch; a STOP ends it (Tune then calls on_trial_complete), trial 3
     fails at its second epoch (on_trial_error), the rest complete at MAX_EPOCHS."""
 
-    def __init__(self, trials: int = 12, workers: int = 3, ledger: Ledger | None = None) -> None:
+    def __init__(
+        self,
+        trials: int = 12,
+        workers: int = 3,
+        ledger: Ledger | None = None,
+        nan_at: frozenset = frozenset(),
+    ) -> None:
         self.ledger = ledger
+        self.nan_at = nan_at  # (trial number, epoch) pairs that report a NaN loss
         self.waiting = [f"t{i}" for i in range(trials)]
         self.running: list[str] = []
         self.epoch: dict[str, int] = {}
@@ -172,7 +179,8 @@ class _Sweep:
             if self.ledger is not None:
                 self.ledger.end(trial_id, status="ERROR", stop_reason=StopReason.ERROR.value)
             return True
-        result = {"loss": _curve(i, epoch), "training_iteration": epoch, "time_total_s": float(epoch)}
+        loss = float("nan") if (i, epoch) in self.nan_at else _curve(i, epoch)
+        result = {"loss": loss, "training_iteration": epoch, "time_total_s": float(epoch)}
         decision = scheduler.on_trial_result(None, trial, result)
         if self.ledger is not None:  # Tune's order: the scheduler decides, then the books record
             self.ledger.record_result(
@@ -262,6 +270,34 @@ def test_rungs_saved_behind_the_books_catch_up_from_the_ledger(tmp_path) -> None
     restored.set_search_properties("loss", "min")
     assert _replay(restored, sweep) == log
     assert restored.catch_up() == 0  # nothing left to feed: the rungs hold what the books hold
+
+
+def test_a_restore_from_any_prefix_of_the_books_decides_the_rest_as_the_whole_sweep(tmp_path) -> None:
+    """The books alone (no state file) rebuild the rungs after a kill at any point, NaN reports
+    included: a NaN the live policy ranked at a rung is fed again, a charge is not (both are
+    NaN in the books' timeline; read alike, a restored rung held one entry fewer and the same
+    newcomer got CONTINUE live and STOP after the restore)."""
+    nan_at = frozenset({(1, 1), (4, 1), (6, 1), (7, 3)})
+    whole = CostAwareHyperBand(max_epochs=MAX_EPOCHS, grace_epochs=1, eta=3)
+    whole.set_search_properties("loss", "min")
+    log = _replay(whole, _Sweep(nan_at=nan_at))
+    assert any((int(t[1:]), e) in nan_at for t, e, _ in log)
+    for cut in range(1, len(log)):
+        folder = tmp_path / f"cut{cut}"
+        folder.mkdir()
+        ledger = Ledger(LedgerSpec(metric="loss", mode="min", cost_model=CostModel()), folder)
+        first = CostAwareHyperBand(
+            max_epochs=MAX_EPOCHS, grace_epochs=1, eta=3, state_path=folder / "state.json", ledger=ledger
+        )
+        built = pickle.dumps(first)
+        first.set_search_properties("loss", "min")
+        sweep = _Sweep(ledger=ledger, nan_at=nan_at)
+        _replay(first, sweep, steps=cut)
+        (folder / "state.json").unlink(missing_ok=True)  # the books are the record
+        restored = pickle.loads(built)
+        assert restored.policy.state_dict()["rungs"] == first.policy.state_dict()["rungs"], cut
+        restored.set_search_properties("loss", "min")
+        assert _replay(restored, sweep) == log, cut
 
 
 class _Controller:
