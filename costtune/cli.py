@@ -805,28 +805,11 @@ def replay(
     trials' curves, metered seconds and prices, and its best metric (as a loss) as the target.
     """
     from costtune.curves import load_curves
-    from costtune.policy import (
-        AsyncHyperband,
-        MarginalRoiStopping,
-        OutlookRule,
-        OutlookStopping,
-        StoppingRule,
-        auto_warmup_trials,
-    )
-    from costtune.pool import GpPool, OrderedPool, TpePool
+    from costtune.replay import ReplaySettings, replay_pool
     from costtune.report import usd
     from costtune.simulate import simulate
 
     try:
-        if gp_over_epochs and searcher != "gp":
-            raise ConfigError(
-                f"--gp-over-epochs: only --searcher gp models epochs, got --searcher {searcher}"
-            )
-        if gp_cost_exponent and searcher != "gp":
-            raise ConfigError(
-                "--gp-cost-exponent: only --searcher gp weighs its proposals by cost, "
-                f"got --searcher {searcher}"
-            )
         recorded_from = None
         if curves.is_dir():
             from costtune.curves import curves_from_frame
@@ -854,69 +837,41 @@ def replay(
             if recorded_from is not None and price == recorded_from.usd_per_device_hour
             else f"${price:g}/device-hour"
         )
-        longest = max(c.epochs for c in table)
-        warmup = auto_warmup_trials(eta, len(table)) if warmup_trials is None else warmup_trials or None
-        policy = (
-            AsyncHyperband(
-                longest,
-                grace_epochs,
-                eta,
-                brackets,
-                promotion,
-                keep,
-                lookahead or None,
-                warmup,
-                escalate,
-                rung_checks=rung_checks,
-                hedge=hedge and escalate,
-                judge_every_bracket=hedge_judges == "every_bracket",
-            )
-            if scheduler == "hyperband"
-            else None
+        chosen = ReplaySettings(
+            scheduler=scheduler,
+            grace_epochs=grace_epochs,
+            eta=eta,
+            brackets=brackets,
+            promotion=promotion,
+            keep=keep,
+            lookahead=lookahead,
+            warmup_trials=warmup_trials,
+            escalate=escalate,
+            hedge=hedge,
+            hedge_judges=hedge_judges,
+            rung_checks=rung_checks,
+            searcher=searcher,
+            gp_over_epochs=gp_over_epochs,
+            gp_cost_exponent=gp_cost_exponent,
+            seed=seed,
+            stopping=stopping,
+            rho=rho,
+            noise_aware=noise_aware,
+            optimism=optimism,
+            budget=budget,
+            workers=workers,
+            price=price,
         )
-        pool = (
-            TpePool(table, seed=seed)
-            if searcher == "tpe"
-            else GpPool(
-                table,
-                seed=seed,
-                fidelity_epochs=longest if gp_over_epochs and longest >= 2 else None,
-                cost_exponent=gp_cost_exponent,
-            )
-            if searcher == "gp"
-            else OrderedPool(table, seed=seed if searcher == "random" else None)
-        )
-        if not isinstance(pool, OrderedPool):
-            pool.policy = policy  # the GP forgets the rungs' losses once they are shown to mislead
-        outlook = OutlookStopping(OutlookRule(longest, optimism=optimism)) if stopping == "outlook" else None
-        relative = (
-            MarginalRoiStopping(
-                StoppingRule(
-                    min_relative_roi=rho,
-                    spare_best=True,
-                    max_epochs=longest,
-                    expected=stopping == "expected",
-                    noise_aware=noise_aware and stopping == "relative",
-                )
-            )
-            if stopping in ("relative", "expected")
-            else None
-        )
+        replayed = replay_pool(table, chosen)
     except ConfigError as exc:
         _fail(str(exc), EXIT_USAGE)
-    recorded = simulate(table, None, workers=workers, usd_per_device_hour=price, max_epochs=longest)
-    costtune_run = simulate(
-        [],
-        policy,
-        workers=workers,
-        usd_per_device_hour=price,
-        budget_usd=budget,
-        stopping=relative,
-        outlook=outlook,
-        max_epochs=longest,
-        next_curve=pool.ask,
-        on_trial_end=pool.tell,
+    policy, costtune_run, longest, warmup = (
+        replayed.policy,
+        replayed.simulation,
+        replayed.longest,
+        replayed.warmup,
     )
+    recorded = simulate(table, None, workers=workers, usd_per_device_hour=price, max_epochs=longest)
     finished = [c.val_loss[-1] for c in table if c.epochs == longest]
     goal = target
     if goal is None and recorded_from is not None:

@@ -1,0 +1,145 @@
+"""A recorded pool replayed under costtune's decisions: what ``costtune replay`` runs.
+
+:func:`replay_pool` builds the scheduler, stopping rule and searcher from settings named as
+``costtune replay``'s options name them, and runs the discrete-event simulator
+(:mod:`costtune.simulate`) over the pool. The command and the benchmarks call this one
+function, so a benchmark row is what a user's replay does, dollar for dollar.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from costtune.curves import Curve
+from costtune.errors import ConfigError
+from costtune.policy import (
+    AsyncHyperband,
+    MarginalRoiStopping,
+    OutlookRule,
+    OutlookStopping,
+    StoppingRule,
+    auto_warmup_trials,
+)
+from costtune.policy.hyperband import HEDGE_DEFAULT, LOOKAHEAD_DEFAULT, RUNG_CHECKS_DEFAULT
+from costtune.policy.stopping import NOISE_AWARE_DEFAULT
+from costtune.simulate import Simulation, simulate
+
+
+@dataclass(frozen=True)
+class ReplaySettings:
+    """``costtune replay``'s options (``--grace-epochs`` is ``grace_epochs``, and so on)."""
+
+    scheduler: str = "hyperband"  # hyperband | fifo
+    grace_epochs: int = 5
+    eta: int = 5
+    brackets: int | None = 1
+    promotion: str = "loss"
+    keep: str = "floor"
+    lookahead: int = LOOKAHEAD_DEFAULT or 0  # 0: off
+    warmup_trials: int | None = None  # None: auto; 0: off
+    escalate: bool = True
+    hedge: bool = HEDGE_DEFAULT
+    hedge_judges: str = "every_bracket"
+    rung_checks: int = RUNG_CHECKS_DEFAULT
+    searcher: str = "order"  # order | random | tpe | gp
+    gp_over_epochs: bool = False
+    gp_cost_exponent: float = 0.0
+    seed: int = 0
+    stopping: str = "relative"  # relative | expected | outlook | none
+    rho: float = 0.3
+    noise_aware: bool = NOISE_AWARE_DEFAULT
+    optimism: float = 1.0
+    budget: float | None = None
+    workers: int = 1
+    price: float = 2.50
+
+    def with_(self, **changes: Any) -> ReplaySettings:
+        return replace(self, **changes)
+
+
+@dataclass
+class Replay:
+    """The replay's run and the policy that decided it (``None`` with ``scheduler: fifo``)."""
+
+    simulation: Simulation
+    policy: AsyncHyperband | None
+    settings: ReplaySettings
+    longest: int
+    warmup: int | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+def replay_pool(table: Sequence[Curve], s: ReplaySettings) -> Replay:
+    """Replay ``table`` under ``s`` (raises :class:`ConfigError` in one line on a bad combination)."""
+    from costtune.pool import GpPool, OrderedPool, TpePool
+
+    if s.gp_over_epochs and s.searcher != "gp":
+        raise ConfigError(f"--gp-over-epochs: only --searcher gp models epochs, got --searcher {s.searcher}")
+    if s.gp_cost_exponent and s.searcher != "gp":
+        raise ConfigError(
+            "--gp-cost-exponent: only --searcher gp weighs its proposals by cost, "
+            f"got --searcher {s.searcher}"
+        )
+    longest = max(c.epochs for c in table)
+    warmup = auto_warmup_trials(s.eta, len(table)) if s.warmup_trials is None else s.warmup_trials or None
+    policy = (
+        AsyncHyperband(
+            longest,
+            s.grace_epochs,
+            s.eta,
+            s.brackets,
+            s.promotion,
+            s.keep,
+            s.lookahead or None,
+            warmup,
+            s.escalate,
+            rung_checks=s.rung_checks,
+            hedge=s.hedge and s.escalate,
+            judge_every_bracket=s.hedge_judges == "every_bracket",
+        )
+        if s.scheduler == "hyperband"
+        else None
+    )
+    pool: Any = (
+        TpePool(table, seed=s.seed)
+        if s.searcher == "tpe"
+        else GpPool(
+            table,
+            seed=s.seed,
+            fidelity_epochs=longest if s.gp_over_epochs and longest >= 2 else None,
+            cost_exponent=s.gp_cost_exponent,
+        )
+        if s.searcher == "gp"
+        else OrderedPool(table, seed=s.seed if s.searcher == "random" else None)
+    )
+    if not isinstance(pool, OrderedPool):
+        pool.policy = policy  # the GP forgets the rungs' losses once they are shown to mislead
+    outlook = OutlookStopping(OutlookRule(longest, optimism=s.optimism)) if s.stopping == "outlook" else None
+    relative = (
+        MarginalRoiStopping(
+            StoppingRule(
+                min_relative_roi=s.rho,
+                spare_best=True,
+                max_epochs=longest,
+                expected=s.stopping == "expected",
+                noise_aware=s.noise_aware and s.stopping == "relative",
+            )
+        )
+        if s.stopping in ("relative", "expected")
+        else None
+    )
+    simulation = simulate(
+        [],
+        policy,
+        workers=s.workers,
+        usd_per_device_hour=s.price,
+        budget_usd=s.budget,
+        stopping=relative,
+        outlook=outlook,
+        max_epochs=longest,
+        next_curve=pool.ask,
+        on_trial_end=pool.tell,
+    )
+    return Replay(simulation, policy, s, longest, warmup)
