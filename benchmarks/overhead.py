@@ -37,7 +37,7 @@ from costtune.policy import (
     StoppingRule,
     is_promotable,
 )
-from costtune.policy.stopping import NOISE_AWARE_DEFAULT
+from costtune.policy.defaults import DEFAULTS
 from costtune.schedulers import CostAwareHyperBand
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -153,7 +153,7 @@ def decision_latency(
     policy = AsyncHyperband(max_epochs=epochs, grace_epochs=5, eta=5, keep="floor")
     outlook: OutlookStopping | MarginalRoiStopping = OutlookStopping(OutlookRule(epochs, optimism=2.0))
     if relative:
-        rule = StoppingRule(min_relative_roi=0.3, spare_best=True, noise_aware=NOISE_AWARE_DEFAULT)
+        rule = StoppingRule(min_relative_roi=0.3, spare_best=True, noise_aware=DEFAULTS.noise_aware)
         outlook = MarginalRoiStopping(rule)
     finals = [rng.random() for _ in range(trials)]
     stopped: set[int] = set()

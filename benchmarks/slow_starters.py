@@ -54,8 +54,8 @@ from costtune.analysis import MOVED_SHARE
 from costtune.config import MODEL_CHECK_DEFAULT
 from costtune.curves import Curve
 from costtune.policy import AsyncHyperband, Decision, MarginalRoiStopping, StoppingRule, auto_warmup_trials
-from costtune.policy.hyperband import HEDGE_DEFAULT, MISRANK_MIN, RUNG_CHECKS_DEFAULT
-from costtune.policy.stopping import NOISE_AWARE_DEFAULT
+from costtune.policy.defaults import DEFAULTS
+from costtune.policy.hyperband import MISRANK_MIN
 from costtune.pool import GpPool, SamplerPool, TpePool
 from costtune.simulate import simulate
 
@@ -368,7 +368,7 @@ def replay(curves: list[Curve], setting: str, seed: int, target: float | None = 
         escalate = setting != "--no-escalate"
         warmup = None if setting == "--warmup-trials 0" else auto_warmup_trials(5, len(curves))
         stall = 0.02 if setting == "default + stall 2%" else 0.0
-        checks = 5 if setting == "default + rung checks" else RUNG_CHECKS_DEFAULT
+        checks = 5 if setting == "default + rung checks" else DEFAULTS.rung_checks
         policy = (NoStall if setting == "misrank only" else AsyncHyperband)(
             EPOCHS,
             5,
@@ -382,7 +382,7 @@ def replay(curves: list[Curve], setting: str, seed: int, target: float | None = 
             stall,
             rung_checks=checks,
             # the default's hedge; the prototypes bring their own, --no-escalate has nothing to hedge
-            hedge=HEDGE_DEFAULT
+            hedge=DEFAULTS.hedge
             and escalate
             and setting not in ("--no-hedge", "hedge prototype", "hedge prototype no switch"),
             # "stall only": the brackets open on a stall alone, not on a reversed first rung
@@ -396,7 +396,7 @@ def replay(curves: list[Curve], setting: str, seed: int, target: float | None = 
             misrank_tau=float(setting.split()[-1]) if setting.startswith("open") else 0.0,
         )
     if setting in (*with_default_rungs, "stopper only"):
-        noise_aware = NOISE_AWARE_DEFAULT or setting == "default + noise-aware"
+        noise_aware = DEFAULTS.noise_aware or setting == "default + noise-aware"
         rule = StoppingRule(min_relative_roi=0.3, spare_best=True, max_epochs=EPOCHS, noise_aware=noise_aware)
         stopping = MarginalRoiStopping(rule)
     if setting.startswith("hedge prototype") and policy is not None and stopping is not None:

@@ -18,8 +18,8 @@ from typing import Any, NoReturn
 import click
 
 from costtune.errors import ConfigError, CosttuneError
-from costtune.policy.hyperband import HEDGE_DEFAULT, LOOKAHEAD_DEFAULT, MISRANK_MIN, RUNG_CHECKS_DEFAULT
-from costtune.policy.stopping import NOISE_AWARE_DEFAULT
+from costtune.policy.defaults import DEFAULTS
+from costtune.policy.hyperband import MISRANK_MIN
 
 EXIT_FAILED = 1
 EXIT_USAGE = 2
@@ -633,26 +633,26 @@ def watch_idle(
 @main.command()
 @click.argument("curves", type=click.Path(path_type=Path))
 @click.option("--scheduler", type=click.Choice(["hyperband", "fifo"]), default="hyperband", show_default=True)
-@click.option("--grace-epochs", type=click.IntRange(min=1), default=5, show_default=True)
-@click.option("--eta", type=click.IntRange(min=2), default=5, show_default=True)
-@click.option("--brackets", type=click.IntRange(min=1), default=1, show_default=True)
+@click.option("--grace-epochs", type=click.IntRange(min=1), default=DEFAULTS.grace_epochs, show_default=True)
+@click.option("--eta", type=click.IntRange(min=2), default=DEFAULTS.eta, show_default=True)
+@click.option("--brackets", type=click.IntRange(min=1), default=DEFAULTS.brackets, show_default=True)
 @click.option(
     "--promotion",
     type=click.Choice(["cost_share", "loss", "pareto"]),
-    default="loss",
+    default=DEFAULTS.promotion,
     show_default=True,
 )
 @click.option(
     "--keep",
     type=click.Choice(["ceil", "floor"]),
-    default="floor",
+    default=DEFAULTS.keep,
     show_default=True,
     help="ceil: ⌈n/eta⌉ of a rung go on; floor: max(1, ⌊n/eta⌋).",
 )
 @click.option(
     "--lookahead",
     type=click.IntRange(min=0),
-    default=LOOKAHEAD_DEFAULT or 0,
+    default=DEFAULTS.lookahead or 0,
     show_default=True,
     help="m: between rungs, stop a trial at least as bad as m trials that were behind every trial "
     "in the next rung's cut at the same epoch (0: off).",
@@ -660,22 +660,22 @@ def watch_idle(
 @click.option(
     "--warmup-trials",
     type=click.IntRange(min=0),
-    default=None,
-    help="w: the first rung promotes nobody until it holds w trials (0: off) [default: auto, 2 × eta, "
-    "at most a tenth of the recorded configurations, as a sweep's].",
+    default=DEFAULTS.warmup_trials or 0,
+    show_default=True,
+    help="w: the first rung promotes nobody until it holds w trials (0: off).",
 )
 @click.option(
     "--escalate/--no-escalate",
-    default=True,
+    default=DEFAULTS.escalate,
     show_default=True,
     help="when the replay stalls (as many dollars since the best last improved as before it, and "
     "eta² trials since), or the trials the first rung kept reverse their order at the second "
     f"({MISRANK_MIN} or more, "
-    "Kendall's tau <= 0), every bracket that fits opens, as a sweep's scheduler.escalate (on by default).",
+    "Kendall's tau <= 0), every bracket that fits opens, as a sweep's scheduler.escalate.",
 )
 @click.option(
     "--hedge/--no-hedge",
-    default=HEDGE_DEFAULT,
+    default=DEFAULTS.hedge,
     show_default=True,
     help="with --escalate: a stall also opens Hyperband's bracket without rungs, the stopping rule waits "
     "for a later bracket's first rung, and once a later bracket's trial (see --hedge-judges) the first "
@@ -685,7 +685,7 @@ def watch_idle(
 @click.option(
     "--hedge-judges",
     type=click.Choice(["full_runs", "every_bracket"]),
-    default="every_bracket",
+    default=DEFAULTS.hedge_judges,
     show_default=True,
     help="with --hedge: whose losses at the first rung's epoch test the rung for the switch: every "
     "later bracket's trials, or the full runs' alone, as a sweep's scheduler.hedge_judges.",
@@ -693,7 +693,7 @@ def watch_idle(
 @click.option(
     "--rung-checks",
     type=click.IntRange(min=0),
-    default=RUNG_CHECKS_DEFAULT,
+    default=DEFAULTS.rung_checks,
     show_default=True,
     help="c: the first rung checks itself, as a sweep's scheduler.rung_checks: a trial it prunes while "
     "still falling fast runs on as a probe; one that beats every promoted trial at the same epoch opens "
@@ -726,19 +726,23 @@ def watch_idle(
 @click.option(
     "--stopping",
     type=click.Choice(["relative", "expected", "outlook", "none"]),
-    default="relative",
+    default="none" if DEFAULTS.min_relative_roi is None else "relative",
     show_default=True,
-    help="relative: stop a trial whose dollars buy less than --rho × what the sweep's bought (a sweep's "
-    "default); expected: the same, judged by its expected gain to the last epoch per dollar (a curve "
-    "model learned on the trials that got there); outlook: stop a trial whose optimistic curve "
-    "cannot beat the best so far.",
+    help="relative: stop a trial whose dollars buy less than --rho × what the sweep's bought (a "
+    "sweep's stopping.min_relative_roi); expected: the same, judged by its expected gain to the last "
+    "epoch per dollar (a curve model learned on the trials that got there); outlook: stop a trial "
+    "whose optimistic curve cannot beat the best so far.",
 )
 @click.option(
-    "--rho", type=click.FloatRange(min=0), default=0.3, show_default=True, help="for relative and expected"
+    "--rho",
+    type=click.FloatRange(min=0),
+    default=DEFAULTS.min_relative_roi or 0.3,
+    show_default=True,
+    help="for relative and expected",
 )
 @click.option(
     "--noise-aware/--no-noise-aware",
-    default=NOISE_AWARE_DEFAULT,
+    default=DEFAULTS.noise_aware,
     show_default=True,
     help="for relative: a stop waits while the trial's epoch noise is too large for its last window to "
     "measure the gain that matters, as a sweep's stopping.noise_aware.",

@@ -29,14 +29,8 @@ from pydantic import (
 
 from costtune.cost import CostModel, canonical_device, is_known_device
 from costtune.errors import ConfigError
-from costtune.policy.hyperband import (
-    HEDGE_DEFAULT,
-    LOOKAHEAD_DEFAULT,
-    MISRANK_MIN,
-    RUNG_CHECKS_DEFAULT,
-    auto_warmup_trials,
-)
-from costtune.policy.stopping import NOISE_AWARE_DEFAULT
+from costtune.policy.defaults import DEFAULTS
+from costtune.policy.hyperband import MISRANK_MIN, auto_warmup_trials
 
 
 def _shipped(installed: str, in_repository: str) -> Path:
@@ -68,7 +62,7 @@ AMP_CHOICES: dict[str, tuple[str, ...]] = {
     "model": ("mlp", "cnn", "transformer"),
     "precision": ("fp32", "bf16", "fp16"),
     "optimizer": ("adamw", "sgd"),
-    "dataset": ("digits",),
+    "dataset": ("digits", "breast_cancer"),
 }
 #: ``activation_checkpointing``'s values (case aside), as the amp trainable reads them. A
 #: selective form (keep the matrix products, recompute the rest) was measured and dropped:
@@ -86,10 +80,6 @@ AMP_OTHER = (
     "dropout",
     "heads",
 )
-
-
-#: the first rung's epochs unless a config sets it (max_epochs where that is fewer)
-DEFAULT_GRACE_EPOCHS = 5
 
 
 class _Strict(BaseModel):
@@ -170,7 +160,11 @@ MODEL_CHECK_DEFAULT: float | None = 0.4
 
 
 class SearcherConfig(_Strict):
-    type: Literal["gp", "optuna", "hyperopt", "random", "grid"] = "gp"
+    type: Literal["gp", "optuna", "hyperopt", "random", "grid"] = Field(
+        DEFAULTS.searcher,  # type: ignore[arg-type]
+        description="optuna: Optuna's univariate TPE (the default); gp: Optuna's Gaussian process; "
+        "hyperopt: HyperOpt's TPE; random; grid: every combination of choice values",
+    )
     n_startup_trials: int | None = Field(
         None,
         ge=1,
@@ -250,61 +244,60 @@ class SearcherConfig(_Strict):
 
 
 class SchedulerConfig(_Strict):
+    """The scheduler. Its defaults are :data:`costtune.policy.defaults.DEFAULTS`: the rungs alone
+    (Optuna's successive halving, decision for decision); every mechanism below is an option,
+    off unless set."""
+
     type: Literal["cost_aware_hyperband", "pbt", "fifo"] = "cost_aware_hyperband"
     grace_epochs: int = Field(
-        DEFAULT_GRACE_EPOCHS,
+        DEFAULTS.grace_epochs,
         ge=1,
-        description="the first rung; by default 5, or max_epochs when that is fewer",
+        description="epochs: the first rung, where every trial is first judged; by default 5, or "
+        "max_epochs when that is fewer",
     )
-    eta: int = Field(5, ge=2)
-    brackets: int | None = Field(1, ge=1, description="null: all that fit")
-    promotion: Literal["cost_share", "loss", "pareto"] = "loss"
+    eta: int = Field(DEFAULTS.eta, ge=2, description="η: the best 1/η of a rung go on to η times the epochs")
+    brackets: int | None = Field(
+        DEFAULTS.brackets, ge=1, description="Hyperband brackets; null: all that fit"
+    )
+    promotion: Literal["cost_share", "loss", "pareto"] = DEFAULTS.promotion  # type: ignore[assignment]
     keep: Literal["ceil", "floor"] = Field(
-        "floor", description="floor: max(1, ⌊n/eta⌋) of a rung go on (Optuna); ceil: ⌈n/eta⌉ (ASHA)"
+        DEFAULTS.keep,  # type: ignore[arg-type]
+        description="floor: max(1, ⌊n/eta⌋) of a rung go on (Optuna); ceil: ⌈n/eta⌉ (ASHA)",
     )
     lookahead: int | None = Field(
-        LOOKAHEAD_DEFAULT,
+        DEFAULTS.lookahead,
         ge=1,
         description="m: between rungs, stop a trial at least as bad as m trials that reached the next "
         "rung and were, at the same epoch, behind every trial in its cut; null: off",
     )
     escalate: bool = Field(
-        True,
+        DEFAULTS.escalate,
         description="when the sweep stalls (as many dollars spent since its best last improved as "
         "before, and eta² trials started since), or once "
         f"{MISRANK_MIN} trials the first rung kept reach the second "
         "in no better agreement with their first-rung order than reversed, every Hyperband bracket that "
-        "fits opens: later brackets first judge a trial at eta·grace, eta²·grace, … epochs (on by "
-        "default: it rescues sweeps whose early ranks mislead and leaves the others alone); false: the "
-        "brackets stay as set",
+        "fits opens: later brackets first judge a trial at eta·grace, eta²·grace, … epochs",
     )
     hedge: bool = Field(
-        HEDGE_DEFAULT,
+        DEFAULTS.hedge,
         description="with escalate: a stall also opens Hyperband's bracket without rungs (plain full runs), "
-        "the stopping rule waits for a later bracket's first rung (never stops a trial of that bracket "
-        "on its pace), and once a later bracket's trial (see hedge_judges) the first rung would have "
-        "pruned is the sweep's best every new trial is a full run, and the Gaussian-process searcher "
-        "from then models the full runs alone (on by default: it rescues sweeps whose curves stay flat "
-        "before they drop; without escalate it does nothing)",
+        "the stopping rule waits for a later bracket's first rung, and once a later bracket's trial the "
+        "first rung would have pruned is the sweep's best every new trial is a full run",
     )
     hedge_judges: Literal["full_runs", "every_bracket"] = Field(
-        "every_bracket",
+        DEFAULTS.hedge_judges,  # type: ignore[arg-type]
         description="with hedge: whose losses at the first rung's epoch test the rung for the switch to "
-        "full runs: every later bracket's trials (every_bracket, the default: the evidence comes about "
-        "three times as fast; a quarter to a third cheaper on curves that stay flat or start slow), or "
-        "the full runs' alone (full_runs, the earlier default: on LCBench every_bracket changes about 1 run "
-        "in 150, either way; see README)",
+        "full runs: every later bracket's trials, or the full runs' alone",
     )
     rung_checks: int = Field(
-        RUNG_CHECKS_DEFAULT,
+        DEFAULTS.rung_checks,
         ge=0,
-        description="the first rung checks itself: a trial it prunes while its curve still falls fast "
-        "runs on as a probe (one at a time); a probe that beats every promoted trial at the same epoch "
-        "shows the rung prunes what ends best, and every bracket opens at once (with escalate); after "
-        "this many probes that do not, nothing more is probed; 0: off (the default; see README)",
+        description="with escalate: a trial the first rung prunes while its curve still falls fast runs "
+        "on as a probe; one that beats every promoted trial at the same epoch opens every bracket; after "
+        "this many probes that do not, nothing more is probed; 0: off",
     )
     warmup_trials: int | Literal["auto"] | None = Field(
-        "auto",
+        DEFAULTS.warmup_trials,
         description="w: the first rung promotes nobody until it holds w trials; auto: 2·eta, at most "
         "a tenth of num_samples (off below 2); null: off",
     )
@@ -391,23 +384,21 @@ class OutlookConfig(_Strict):
 
 
 class StoppingConfig(_Strict):
-    """Stop trials (and the sweep) where money stops buying quality.
-
-    On by default: the scale-free relative rule (ρ = 0.3, chosen on LCBench's dev tasks and
-    held on its test tasks; benchmarks/RESULTS.md), noise-aware since stop 35 (level on
-    LCBench, and it keeps noisy slow improvers the plain rule stops). The other rules are off
-    by default.
-    """
+    """Stop trials (and the sweep) where money stops buying quality. Every rule is off unless
+    set: on recorded pools the relative rule was dearer than the rungs alone (the default
+    scheduler) on LCBench, and the others have no evidence that they earn a place
+    (``benchmarks/RESULTS.md``, "Choosing the default on several families")."""
 
     patience_epochs: int | None = Field(None, ge=1)
     min_delta: float = Field(0.0, ge=0, allow_inf_nan=False)
     min_slope_per_device_hour: float | None = Field(None, ge=0, allow_inf_nan=False)
     min_marginal_roi: float | None = Field(None, ge=0, allow_inf_nan=False)
     min_relative_roi: float | None = Field(
-        0.3,
+        DEFAULTS.min_relative_roi,
         ge=0,
         allow_inf_nan=False,
-        description="ρ: stop a trial whose gain per dollar falls below ρ × the sweep's average",
+        description="ρ: stop a trial whose gain per dollar falls below ρ × the sweep's average (0.3 is "
+        "a usual value); null: off",
     )
     spare_best: bool = Field(
         True, description="the relative rule judges the best trial by what it may still gain"
@@ -418,7 +409,7 @@ class StoppingConfig(_Strict):
         "max_epochs per dollar, from a curve model learned on the sweep's finished trials, not by its pace",
     )
     noise_aware: bool = Field(
-        NOISE_AWARE_DEFAULT,
+        DEFAULTS.noise_aware,
         description="a stop the relative rule calls waits while the trial's own epoch-to-epoch noise is too "
         "large for its last window to measure the gain that matters; it is then decided on the last half "
         "of its epochs, if that can (no change where the noise is small against the gains that matter)",
@@ -504,7 +495,7 @@ class SweepConfig(_Strict):
         if not isinstance(raw, dict):
             return raw
         epochs, scheduler = raw.get("max_epochs"), raw.get("scheduler", {})
-        if not isinstance(epochs, int) or isinstance(epochs, bool) or not 1 <= epochs < DEFAULT_GRACE_EPOCHS:
+        if not isinstance(epochs, int) or isinstance(epochs, bool) or not 1 <= epochs < DEFAULTS.grace_epochs:
             return raw
         if not isinstance(scheduler, dict) or "grace_epochs" in scheduler:
             return raw  # a set first rung (or a malformed scheduler) is checked as given

@@ -22,8 +22,7 @@ from costtune.policy import (
     StoppingRule,
     auto_warmup_trials,
 )
-from costtune.policy.hyperband import HEDGE_DEFAULT, LOOKAHEAD_DEFAULT, RUNG_CHECKS_DEFAULT
-from costtune.policy.stopping import NOISE_AWARE_DEFAULT
+from costtune.policy.defaults import DEFAULTS
 from costtune.simulate import Simulation, simulate
 
 
@@ -32,24 +31,24 @@ class ReplaySettings:
     """``costtune replay``'s options (``--grace-epochs`` is ``grace_epochs``, and so on)."""
 
     scheduler: str = "hyperband"  # hyperband | fifo
-    grace_epochs: int = 5
-    eta: int = 5
-    brackets: int | None = 1
-    promotion: str = "loss"
-    keep: str = "floor"
-    lookahead: int = LOOKAHEAD_DEFAULT or 0  # 0: off
-    warmup_trials: int | None = None  # None: auto; 0: off
-    escalate: bool = True
-    hedge: bool = HEDGE_DEFAULT
-    hedge_judges: str = "every_bracket"
-    rung_checks: int = RUNG_CHECKS_DEFAULT
+    grace_epochs: int = DEFAULTS.grace_epochs
+    eta: int = DEFAULTS.eta
+    brackets: int | None = DEFAULTS.brackets
+    promotion: str = DEFAULTS.promotion
+    keep: str = DEFAULTS.keep
+    lookahead: int = DEFAULTS.lookahead or 0  # 0: off
+    warmup_trials: int | str | None = DEFAULTS.warmup_trials  # "auto", a count, or None / 0: off
+    escalate: bool = DEFAULTS.escalate
+    hedge: bool = DEFAULTS.hedge
+    hedge_judges: str = DEFAULTS.hedge_judges
+    rung_checks: int = DEFAULTS.rung_checks
     searcher: str = "order"  # order | random | tpe | gp
     gp_over_epochs: bool = False
     gp_cost_exponent: float = 0.0
     seed: int = 0
-    stopping: str = "relative"  # relative | expected | outlook | none
-    rho: float = 0.3
-    noise_aware: bool = NOISE_AWARE_DEFAULT
+    stopping: str = "none" if DEFAULTS.min_relative_roi is None else "relative"
+    rho: float = DEFAULTS.min_relative_roi or 0.3
+    noise_aware: bool = DEFAULTS.noise_aware
     optimism: float = 1.0
     budget: float | None = None
     workers: int = 1
@@ -71,6 +70,32 @@ class Replay:
     extra: dict[str, Any] = field(default_factory=dict)
 
 
+def policy_of(s: ReplaySettings, max_epochs: int, configurations: int) -> AsyncHyperband | None:
+    """The replay's scheduler (``None`` with ``scheduler: fifo``) over ``configurations``
+    recorded curves of up to ``max_epochs`` epochs."""
+    if s.scheduler != "hyperband":
+        return None
+    warmup = (
+        auto_warmup_trials(s.eta, configurations)
+        if s.warmup_trials == "auto"
+        else int(s.warmup_trials or 0) or None
+    )
+    return AsyncHyperband(
+        max_epochs,
+        s.grace_epochs,
+        s.eta,
+        s.brackets,
+        s.promotion,
+        s.keep,
+        s.lookahead or None,
+        warmup,
+        s.escalate,
+        rung_checks=s.rung_checks,
+        hedge=s.hedge and s.escalate,
+        judge_every_bracket=s.hedge_judges == "every_bracket",
+    )
+
+
 def replay_pool(table: Sequence[Curve], s: ReplaySettings) -> Replay:
     """Replay ``table`` under ``s`` (raises :class:`ConfigError` in one line on a bad combination)."""
     from costtune.pool import GpPool, OrderedPool, TpePool
@@ -83,25 +108,8 @@ def replay_pool(table: Sequence[Curve], s: ReplaySettings) -> Replay:
             f"got --searcher {s.searcher}"
         )
     longest = max(c.epochs for c in table)
-    warmup = auto_warmup_trials(s.eta, len(table)) if s.warmup_trials is None else s.warmup_trials or None
-    policy = (
-        AsyncHyperband(
-            longest,
-            s.grace_epochs,
-            s.eta,
-            s.brackets,
-            s.promotion,
-            s.keep,
-            s.lookahead or None,
-            warmup,
-            s.escalate,
-            rung_checks=s.rung_checks,
-            hedge=s.hedge and s.escalate,
-            judge_every_bracket=s.hedge_judges == "every_bracket",
-        )
-        if s.scheduler == "hyperband"
-        else None
-    )
+    policy = policy_of(s, longest, len(table))
+    warmup = policy.warmup_trials if policy is not None else None
     pool: Any = (
         TpePool(table, seed=s.seed)
         if s.searcher == "tpe"

@@ -541,19 +541,8 @@ def _run(
     idle_stopper = _idle_stopper(config, gpu_sampler_factory, governor)
     scheduler: Any
     if config.scheduler.type == "cost_aware_hyperband":
-        scheduler = CostAwareHyperBand(
-            max_epochs=config.max_epochs,
-            grace_epochs=config.scheduler.grace_epochs,
-            eta=config.scheduler.eta,
-            brackets=config.scheduler.brackets,
-            promotion=config.scheduler.promotion,
-            keep=config.scheduler.keep,
-            lookahead=config.scheduler.lookahead,
-            warmup_trials=warmup_trials(config),
-            escalate=config.scheduler.escalate,
-            rung_checks=config.scheduler.rung_checks,
-            hedge=config.scheduler.hedge and config.scheduler.escalate,
-            judge_every_bracket=config.scheduler.hedge_judges == "every_bracket",
+        scheduler = hyperband_of(
+            config,
             cost_model=cost_model,
             seconds_field=config.cost.time_field,
             governor=governor,
@@ -699,6 +688,29 @@ def _mlflow_live(
         ),
     )
     return MlflowCallback(live)
+
+
+def hyperband_of(config: SweepConfig, **wiring: Any) -> Any:
+    """The sweep's :class:`~costtune.schedulers.CostAwareHyperBand` as its config sets it;
+    ``wiring``: what connects it to the run (cost model, governor, state file, ledger)."""
+    from costtune.schedulers import CostAwareHyperBand
+
+    s = config.scheduler
+    return CostAwareHyperBand(  # metric and mode: Tune sets them from TuneConfig
+        max_epochs=config.max_epochs,
+        grace_epochs=s.grace_epochs,
+        eta=s.eta,
+        brackets=s.brackets,
+        promotion=s.promotion,
+        keep=s.keep,
+        lookahead=s.lookahead,
+        warmup_trials=warmup_trials(config),
+        escalate=s.escalate,
+        rung_checks=s.rung_checks,
+        hedge=s.hedge and s.escalate,
+        judge_every_bracket=s.hedge_judges == "every_bracket",
+        **wiring,
+    )
 
 
 def checkpoint_config(config: SweepConfig) -> Any:

@@ -16,7 +16,7 @@ from costtune.cli import main
 from costtune.curves import Curve, curves_from_frame
 from costtune.errors import ConfigError
 from costtune.policy import AsyncHyperband, OutlookRule, OutlookStopping, StopReason
-from costtune.policy.hyperband import HEDGE_DEFAULT, RUNG_CHECKS_DEFAULT
+from costtune.policy.defaults import DEFAULTS
 from costtune.pool import GpPool, OrderedPool, TpePool, distance, infer_space
 from costtune.simulate import simulate
 
@@ -223,11 +223,11 @@ def test_replay_cli_with_searcher_stopping_budget_and_seed(tmp_path) -> None:
         "budget_usd": 3.0,
         "keep": "floor",
         "lookahead": None,
-        "warmup_trials": 4,  # auto: 2 × eta, at most a tenth of the 40 configurations
-        "escalate": True,  # a sweep's default
-        "rung_checks": RUNG_CHECKS_DEFAULT,  # as is this
-        "hedge": HEDGE_DEFAULT,  # and this
-        "hedge_judges": "every_bracket",  # and whose losses test the first rung for its switch
+        "warmup_trials": None,  # a sweep's default: the rungs alone
+        "escalate": False,
+        "rung_checks": DEFAULTS.rung_checks,
+        "hedge": DEFAULTS.hedge,
+        "hedge_judges": None,  # without the hedge, nobody tests the first rung for a switch
     }
     assert data["runs"]["recorded"]["truncated"] == 1
     assert data["runs"]["costtune"]["cost_usd"] <= 3.0 + 60 / 3600 * 2.5
@@ -385,6 +385,7 @@ def test_replay_with_the_gp_says_when_it_switched_to_full_runs_and_what_the_sear
     path = tmp_path / "curves.csv"
     pd.DataFrame(rows).to_csv(path, index=False)
     args = ["replay", str(path), "--grace-epochs", "2", "--eta", "3", "--searcher", "gp", "--seed", "2"]
+    args += ["--escalate", "--hedge", "--warmup-trials", "6", "--stopping", "relative"]
     doc = json.loads(CliRunner().invoke(main, [*args, "--json"]).output)
     switched = doc["escalation"]["full_runs_after_trials"]
     assert isinstance(switched, int) and 0 < switched < doc["escalation"]["of_trials"]

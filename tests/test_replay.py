@@ -21,8 +21,7 @@ from costtune.policy import (
     StoppingRule,
     StopReason,
 )
-from costtune.policy.hyperband import HEDGE_DEFAULT
-from costtune.policy.stopping import NOISE_AWARE_DEFAULT
+from costtune.policy.defaults import DEFAULTS
 from costtune.simulate import simulate
 from tests.policy.test_hyperband import CURVES
 
@@ -407,7 +406,7 @@ def _escalating_in_ray(
     )
     table = load_curves(str(path))
     policy = AsyncHyperband(
-        max_epochs=max_epochs, grace_epochs=1, eta=eta, brackets=1, escalate=True, hedge=HEDGE_DEFAULT
+        max_epochs=max_epochs, grace_epochs=1, eta=eta, brackets=1, escalate=True, hedge=DEFAULTS.hedge
     )
     expected = simulate([table[c] for c in ran], policy, workers=1).stopped_at
     assert frame["epochs"].to_dict() == expected
@@ -428,7 +427,7 @@ def test_escalation_in_a_ray_sweep_opens_the_brackets_like_the_simulator(ray_ses
     curves.update({f"c{i}": [1.0 + i / 100] * 3 for i in range(1, 8)})
     policy, expected, ran, state = _escalating_in_ray(tmp_path, curves, max_epochs=3, eta=2)
     # the sweep's default hedge adds Hyperband's bracket of full runs to those a stall opens
-    assert policy.open_brackets == len(policy.rungs_by_bracket) == 2 + HEDGE_DEFAULT
+    assert policy.open_brackets == len(policy.rungs_by_bracket) == 2 + DEFAULTS.hedge
     assert state["geometry"]["escalate"] is True
     table = load_curves(str(tmp_path / "curves.csv"))
     assert any(expected[c] > 1 for c in ran[5:])  # after the stall: past the first rung
@@ -583,9 +582,9 @@ def test_replay_cli_escalates_when_told_as_a_sweep_does(tmp_path) -> None:
         assert result.exit_code == 0, result.output
         return json.loads(result.output)
 
-    escalated, plain = run(), run("--no-escalate")
+    escalated, plain = run("--escalate"), run("--no-escalate")
     assert escalated["settings"]["escalate"] is True and plain["settings"]["escalate"] is False
-    assert run("--escalate") == escalated
+    assert run() == plain  # off by default
     assert plain["runs"]["costtune"]["epochs"] == 9 + 13  # c00 to the end, the rest at epoch 1
     assert escalated["runs"]["costtune"]["epochs"] > plain["runs"]["costtune"]["epochs"]
     # what opened them, and when: η² = 9 trials after the best, with as many dollars
@@ -605,7 +604,7 @@ def test_replay_cli_says_when_the_first_rungs_kept_trials_reversed_their_order(t
     curves = {f"c{i}": [1.0 - i / 100, 0.8, *[0.5 + i / 1000] * 7] for i in range(8)}
     path = _write_table(tmp_path, curves)
     args = ["replay", str(path), "--grace-epochs", "1", "--eta", "3", "--stopping", "none"]
-    args += ["--warmup-trials", "0", "--searcher", "order"]
+    args += ["--warmup-trials", "0", "--searcher", "order", "--escalate"]
     result = CliRunner().invoke(main, args)
     assert result.exit_code == 0, result.output
     line = next(x for x in result.output.splitlines() if x.startswith("escalation:"))
@@ -623,14 +622,24 @@ def test_replay_cli_replays_the_noise_aware_rule_as_a_sweep_runs_it(tmp_path) ->
     path = _write_table(tmp_path, curves)
 
     def run(*extra: str) -> dict:
-        args = ["replay", str(path), "--scheduler", "fifo", "--price", "1", "--json", *extra]
-        result = CliRunner().invoke(main, args)
+        args = [
+            "replay",
+            str(path),
+            "--scheduler",
+            "fifo",
+            "--price",
+            "1",
+            "--stopping",
+            "relative",
+            "--json",
+        ]
+        result = CliRunner().invoke(main, [*args, *extra])
         assert result.exit_code == 0, result.output
         return json.loads(result.output)
 
     aware, plain = run("--noise-aware"), run("--no-noise-aware")
     assert aware["settings"]["noise_aware"] is True and plain["settings"]["noise_aware"] is False
-    assert run()["settings"]["noise_aware"] is NOISE_AWARE_DEFAULT
+    assert run()["settings"]["noise_aware"] is DEFAULTS.noise_aware
     table = load_curves(str(path))
     for doc, noise_aware in ((aware, True), (plain, False)):
         rule = StoppingRule(min_relative_roi=0.3, spare_best=True, max_epochs=40, noise_aware=noise_aware)
@@ -648,8 +657,9 @@ def test_replay_cli_stops_with_the_sweeps_default_rule(table_path) -> None:
         assert result.exit_code == 0, result.output
         return json.loads(result.output)
 
-    default, none = run(), run("--stopping", "none")
+    default, none = run("--stopping", "relative"), run("--stopping", "none")
     assert default["settings"]["stopping"] == "relative" and default["settings"]["rho"] == 0.3
+    assert run() == none  # off by default
     expected = run("--stopping", "expected")
     assert expected["settings"]["stopping"] == "expected"
     assert expected["runs"]["costtune"]["epochs"] < 54  # the flat t5 cannot beat the best: stopped
@@ -658,7 +668,7 @@ def test_replay_cli_stops_with_the_sweeps_default_rule(table_path) -> None:
 
 
 def test_replay_cli_hedges_curves_that_stay_flat_before_they_drop(tmp_path) -> None:
-    """`costtune replay` with the hedge (the default) and `--no-hedge`: one good trial, eleven
+    """`costtune replay` with the hedge and `--no-hedge`: one good trial, eleven
     worse ones, then curves flat until epoch 7 that end best. Without the hedge the sweep stalls,
     opens its later brackets, and every flat start is still pruned; with it, a full run the first
     rung would have pruned becomes the best, and the sweep switches to full runs."""
@@ -673,13 +683,25 @@ def test_replay_cli_hedges_curves_that_stay_flat_before_they_drop(tmp_path) -> N
     path = _write_table(tmp_path, curves)
 
     def run(*extra: str) -> dict:
-        args = ["replay", str(path), "--grace-epochs", "2", "--eta", "3", "--price", "1", "--json", *extra]
-        result = CliRunner().invoke(main, args)
+        args = [
+            "replay",
+            str(path),
+            "--grace-epochs",
+            "2",
+            "--eta",
+            "3",
+            "--price",
+            "1",
+            "--json",
+            "--escalate",
+        ]
+        args += ["--stopping", "relative", "--warmup-trials", "3"]
+        result = CliRunner().invoke(main, [*args, *extra])
         assert result.exit_code == 0, result.output
         return json.loads(result.output)
 
-    hedged, plain = run(), run("--no-hedge")
-    assert hedged["settings"]["hedge"] is HEDGE_DEFAULT is True and plain["settings"]["hedge"] is False
+    hedged, plain = run("--hedge"), run("--no-hedge")
+    assert hedged["settings"]["hedge"] is True and plain["settings"]["hedge"] is False
     assert (
         hedged["runs"]["costtune"]["best_val_loss"] < 0.2 < 0.5 < plain["runs"]["costtune"]["best_val_loss"]
     )
@@ -688,7 +710,11 @@ def test_replay_cli_hedges_curves_that_stay_flat_before_they_drop(tmp_path) -> N
     assert isinstance(switched, int) and 12 < switched < 30
     assert plain["escalation"]["full_runs_after_trials"] is None
     text = CliRunner().invoke(
-        main, ["replay", str(path), "--grace-epochs", "2", "--eta", "3", "--price", "1"]
+        main,
+        [
+            *["replay", str(path), "--grace-epochs", "2", "--eta", "3", "--price", "1", "--escalate"],
+            *["--hedge", "--stopping", "relative", "--warmup-trials", "3"],
+        ],
     )
     line = f"full runs: after {switched} trials a trial the first rung would have pruned was the best"
     assert text.exit_code == 0 and line in text.output and "modelled the full runs alone" not in text.output
@@ -696,7 +722,7 @@ def test_replay_cli_hedges_curves_that_stay_flat_before_they_drop(tmp_path) -> N
     assert run("--no-escalate")["settings"]["hedge"] is False
     # every later bracket's trials judged (the default): the middle bracket's flat starts test the
     # rung as well as the full runs do, so the switch comes no later than with the full runs alone
-    full = run("--hedge-judges", "full_runs")
+    full = run("--hedge", "--hedge-judges", "full_runs")
     assert (
         hedged["settings"]["hedge_judges"] == "every_bracket"
         and full["settings"]["hedge_judges"] == "full_runs"

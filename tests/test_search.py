@@ -78,65 +78,6 @@ def test_the_sweeps_gp_is_the_one_the_benchmark_default_was_measured_with() -> N
     assert told._n_startup_trials == 12
 
 
-def test_the_sweeps_scheduler_is_the_one_the_benchmark_default_was_measured_with() -> None:
-    """A sweep's default scheduler is the benchmark default row's policy
-    (``costtune-hb-rel-tpe:r0.3sGCW10i5J`` since stop 31, ``…JVj`` since stop 38): grace 5, η 5,
-    one bracket that opens every bracket on a stall (``J``, ``scheduler.escalate``), Hyperband's
-    bracket of full runs among them (``j``, ``scheduler.hedge``), a first rung warmed up over 2η
-    trials in a sweep that plans many."""
-    import sys
-    from pathlib import Path
-
-    from costtune.config import SchedulerConfig, parse_config, warmup_trials
-    from costtune.policy import AsyncHyperband
-
-    sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benchmarks"))
-    from lcbench import parse_variant
-
-    _, variant = parse_variant("costtune-hb-rel-tpe:r0.3sGCW10i5J")
-    s = SchedulerConfig()
-    assert variant["escalate"] is s.escalate is True
-    assert parse_variant("costtune-hb-rel-tpe:r0.3sGCW10i5")[1].get("escalate", False) is False
-    assert parse_variant("costtune-hb-rel-tpe:r0.3sGCW10i5JVj")[1]["hedge"] is s.hedge is True
-    assert parse_variant("costtune-hb-rel-tpe:r0.3sGCW10i5JV")[1].get("hedge", False) is False
-    # every later bracket's trials test the first rung for the hedge's switch (since stop 42): the
-    # default row leaves it to the policy's default, l0 turns it off
-    assert s.hedge_judges == "every_bracket" and "judge_every_bracket" not in variant
-    assert AsyncHyperband(52, escalate=True, hedge=True).judge_every_bracket is True
-    assert parse_variant("costtune-hb-rel-tpe:r0.3sGCW10i5JVjl0")[1]["judge_every_bracket"] == 0
-    assert (s.grace_epochs, s.eta, s.brackets) == (5, 5, 1) and "brackets" not in variant
-    config = parse_config(
-        {
-            "name": "big",
-            "trainable": {"name": "amp"},
-            "max_epochs": 52,
-            "num_samples": 500,
-            "search_space": {"lr": {"type": "loguniform", "low": 1e-4, "high": 1e-1}},
-        }
-    )
-    assert warmup_trials(config) == variant["warmup_trials"] == 10
-
-
-def test_the_sweeps_stopping_rule_is_the_one_the_benchmark_default_was_measured_with() -> None:
-    """A sweep's default stopping rule is the benchmark default row's
-    (``costtune-hb-rel-tpe:r0.3sGCW10i5JV`` since stop 35): the relative rule at ρ 0.3, the best
-    trial spared, noise-aware (``V``); ``costtune replay``'s default is the same."""
-    import sys
-    from pathlib import Path
-
-    from costtune.config import StoppingConfig
-    from costtune.policy.stopping import NOISE_AWARE_DEFAULT
-
-    sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benchmarks"))
-    from lcbench import parse_variant
-
-    _, variant = parse_variant("costtune-hb-rel-tpe:r0.3sGCW10i5JV")
-    st = StoppingConfig()
-    assert variant["noise_aware"] is st.noise_aware is NOISE_AWARE_DEFAULT is True
-    assert variant["relative_roi"] == st.min_relative_roi == 0.3
-    assert variant["spare_best"] is st.spare_best is True
-
-
 def test_gp_searcher_is_seeded_and_its_model_drives_after_the_start_up() -> None:
     """``searcher.type: gp``: Optuna's Gaussian process, through Ray's OptunaSearch. After its
     random start-up trials it proposes from the model: here it finds a better point of a smooth

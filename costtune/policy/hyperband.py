@@ -18,6 +18,7 @@ from typing import Any
 
 from costtune.errors import ConfigError
 from costtune.policy.decisions import Decision, StopReason
+from costtune.policy.defaults import DEFAULTS
 from costtune.policy.successive_halving import (
     Keep,
     PromotionRule,
@@ -31,12 +32,6 @@ from costtune.policy.successive_halving import (
     validate_geometry,
 )
 
-#: the look-ahead's m in a sweep's config and in ``costtune replay`` (None: off)
-LOOKAHEAD_DEFAULT: int | None = None
-#: ``scheduler.rung_checks`` and ``costtune replay --rung-checks`` unless set (0: off)
-RUNG_CHECKS_DEFAULT = 0
-#: ``scheduler.hedge`` and ``costtune replay --hedge`` unless set (with escalation)
-HEDGE_DEFAULT = True
 #: ``warmup_trials: auto`` holds back at most this share of a sweep's trials
 WARMUP_MAX_SHARE = 0.1
 #: (``escalate``) how many trials bracket 0's first rung kept must have reached its second rung
@@ -222,19 +217,19 @@ class AsyncHyperband:
     def __init__(
         self,
         max_epochs: int,
-        grace_epochs: int = 5,
-        eta: int = 5,
-        brackets: int | None = 1,
-        promotion: PromotionRule | str = PromotionRule.LOSS,
-        keep: Keep | str = Keep.FLOOR,
-        lookahead: int | None = None,
-        warmup_trials: int | None = None,
-        escalate: bool = False,
+        grace_epochs: int = DEFAULTS.grace_epochs,
+        eta: int = DEFAULTS.eta,
+        brackets: int | None = DEFAULTS.brackets,
+        promotion: PromotionRule | str = DEFAULTS.promotion,
+        keep: Keep | str = DEFAULTS.keep,
+        lookahead: int | None = DEFAULTS.lookahead,
+        warmup_trials: int | None = DEFAULTS.warmup_trials,
+        escalate: bool = DEFAULTS.escalate,
         stall_min_gain: float = 0.0,
-        rung_checks: int = 0,
-        hedge: bool = False,
+        rung_checks: int = DEFAULTS.rung_checks,
+        hedge: bool = DEFAULTS.hedge,
         misrank_min: int | None = MISRANK_MIN,
-        judge_every_bracket: bool = True,
+        judge_every_bracket: bool = DEFAULTS.hedge_judges == "every_bracket",
         weak_rank_tau: float | None = None,
         misrank_tau: float = 0.0,
         weak_rank_fit: int | None = None,

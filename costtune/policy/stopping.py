@@ -305,9 +305,6 @@ class MarginalRoiStopping:
         self._curves.pop(trial_id, None)
 
 
-#: whether a sweep's relative rule is noise-aware unless its config says (``stopping.noise_aware``)
-NOISE_AWARE_DEFAULT = True
-
 #: a median of n draws of Gaussian noise σ has a standard error of about this × σ / √n
 _MEDIAN_SE = math.sqrt(math.pi / 2)
 

@@ -23,6 +23,7 @@ from costtune.direction import Direction
 from costtune.errors import ConfigError
 from costtune.ledger import RESULT, write_json_atomic
 from costtune.policy import AsyncHyperband, Decision, PromotionRule, StopReason
+from costtune.policy.defaults import DEFAULTS
 from costtune.rundir import relocated
 from costtune.schedulers.governed import GovernedMixin, shared_governor
 from costtune.schedulers.placement import billed_usd
@@ -91,17 +92,17 @@ class CostAwareHyperBand(GovernedMixin, FIFOScheduler):
         metric: str | None = None,
         mode: str | None = None,
         max_epochs: int = 50,
-        grace_epochs: int = 5,
-        eta: int = 5,
-        brackets: int | None = 1,
-        promotion: PromotionRule | str = PromotionRule.LOSS,
-        keep: str = "floor",
-        lookahead: int | None = None,
-        warmup_trials: int | None = None,
-        escalate: bool = False,
-        rung_checks: int = 0,
-        hedge: bool = False,
-        judge_every_bracket: bool = True,
+        grace_epochs: int = DEFAULTS.grace_epochs,
+        eta: int = DEFAULTS.eta,
+        brackets: int | None = DEFAULTS.brackets,
+        promotion: PromotionRule | str = DEFAULTS.promotion,
+        keep: str = DEFAULTS.keep,
+        lookahead: int | None = DEFAULTS.lookahead,
+        warmup_trials: int | None = DEFAULTS.warmup_trials,
+        escalate: bool = DEFAULTS.escalate,
+        rung_checks: int = DEFAULTS.rung_checks,
+        hedge: bool = DEFAULTS.hedge,
+        judge_every_bracket: bool = DEFAULTS.hedge_judges == "every_bracket",
         cost_model: CostModel | None = None,
         time_attr: str = "training_iteration",
         seconds_field: str = "time_total_s",

@@ -9,7 +9,7 @@ import numpy as np
 
 from costtune.errors import ConfigError
 
-DATASETS = ("digits",)
+DATASETS = ("digits", "breast_cancer")
 
 
 @dataclass(frozen=True)
@@ -27,15 +27,22 @@ def load_dataset(name: str = "digits", val_fraction: float = 0.2, seed: int = 0)
     """A fixed, seeded, stratified train/validation split of a bundled dataset.
 
     ``digits`` is scikit-learn's copy of the UCI handwritten digits (1,797 8×8 images,
-    10 classes), scaled to [0, 1].
+    10 classes), scaled to [0, 1]; ``breast_cancer`` its Wisconsin breast cancer data (569
+    samples, 30 features standardised, 2 classes).
     """
-    if name != "digits":
+    if name not in DATASETS:
         raise ConfigError(f"trainable.args.dataset: unknown dataset {name!r}; choose one of {DATASETS}")
-    from sklearn.datasets import load_digits
+    from sklearn.datasets import load_breast_cancer, load_digits
     from sklearn.model_selection import train_test_split
 
-    bunch = load_digits()
-    x = (bunch.data / 16.0).astype(np.float32)
+    if name == "digits":
+        bunch = load_digits()
+        x = (bunch.data / 16.0).astype(np.float32)
+        shape, classes = (8, 8), 10
+    else:
+        bunch = load_breast_cancer()
+        x = ((bunch.data - bunch.data.mean(axis=0)) / bunch.data.std(axis=0)).astype(np.float32)
+        shape, classes = (5, 6), 2  # 30 features, read as a 5 × 6 "image" by the CNN and transformer
     y = bunch.target.astype(np.int64)
     x_tr, x_va, y_tr, y_va = train_test_split(x, y, test_size=val_fraction, random_state=seed, stratify=y)
-    return Split(x_tr, y_tr, x_va, y_va, image_shape=(8, 8), n_classes=10)
+    return Split(x_tr, y_tr, x_va, y_va, image_shape=shape, n_classes=classes)
