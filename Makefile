@@ -4,7 +4,7 @@ VENV   ?= .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: install demo test lint bench clean
+.PHONY: install demo test lint bench clean docs
 
 $(STAMP): pyproject.toml constraints.txt
 	$(PYTHON) -m venv $(VENV)
@@ -26,6 +26,10 @@ test: $(STAMP)
 	$(BIN)/ruff check costtune tests benchmarks
 	$(BIN)/mypy costtune
 	$(BIN)/python -m pytest -q
+
+## docs/config.md from the config's models (a test fails when it is stale)
+docs: $(STAMP)
+	$(BIN)/python -c "from costtune.config import config_reference as r; import pathlib; p = pathlib.Path('docs/config.md'); head = p.read_text().split('| field |')[0]; p.write_text(head + r())"
 
 clean:
 	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache

@@ -66,7 +66,7 @@ AMP_CHOICES: dict[str, tuple[str, ...]] = {
 }
 #: ``activation_checkpointing``'s values (case aside), as the amp trainable reads them. A
 #: selective form (keep the matrix products, recompute the rest) was measured and dropped:
-#: slower and larger than full checkpointing in eager PyTorch (benchmarks/RESULTS.md, "GPU")
+#: slower and larger than full checkpointing in eager PyTorch (benchmarks/ARCHIVE.md, "GPU")
 CHECKPOINTING_MODES: dict[str, bool] = {"false": False, "off": False, "true": True, "on": True}
 AMP_OTHER = (
     "batch_size",
@@ -155,7 +155,7 @@ class ParamSpec(_Strict):
 #: costtune.gp.FAST_ASK_FROM, written here so that reading a config imports no torch
 FAST_ASK_FROM_DEFAULT = 200
 #: searcher.model_check's default: the gp hands an ask to TPE where its leave-one-out ranking
-#: of 20 or more trials falls below this Spearman correlation (benchmarks/RESULTS.md, stop 46)
+#: of 20 or more trials falls below this Spearman correlation (benchmarks/ARCHIVE.md)
 MODEL_CHECK_DEFAULT: float | None = 0.4
 
 
@@ -203,7 +203,7 @@ class SearcherConfig(_Strict):
         "epoch a second process learns from the seconds per epoch the trials were metered at (EI per "
         "dollar, with α = 1); 0: off. On LCBench, α = 0.5 reached the targets 8% / 7% cheaper on the "
         "dev tasks (p < 0.005) and 9% / 3% cheaper on the test tasks, not significant there, α = 1 "
-        "likewise (benchmarks/RESULTS.md, stops 50 and 52); an ask takes about twice as long",
+        "likewise (benchmarks/ARCHIVE.md); an ask takes about twice as long",
     )
     model_check: float | None = Field(
         MODEL_CHECK_DEFAULT,
@@ -955,3 +955,89 @@ def short_repr(value: Any) -> str:
     """A value for an error line: bounded in size whatever the value (never rendered whole)."""
     text = _SHORT.repr(value)
     return text if len(text) <= 60 else text[:57] + "..."
+
+
+#: what the fields whose ``Field`` has no description are, for :func:`config_reference`
+FIELD_NOTES = {
+    "name": "the sweep's name (letters, digits, _ . -); the run directory is runs/<name>-<time>",
+    "metric": "the reported metric the sweep optimises",
+    "mode": "min or max: which way the metric is better",
+    "max_epochs": "epochs a trial may run (a rung-free trial's full run)",
+    "num_samples": "trials to start (each combination of grid values this many times)",
+    "max_concurrent_trials": "trials running at once (null: as many as the cluster holds)",
+    "seed": "seeds the searcher and the trainables",
+    "search_space": "hyperparameter → distribution, inline or a file under search_spaces/",
+    "approval": "the sign-off a grid search or a sweep over its limits needs (the gate)",
+    "trainable.args": "fixed arguments passed to the trainable in its config",
+    "search_space.type": "uniform, loguniform, int, logint or choice",
+    "search_space.low": "the lower bound (uniform, loguniform, int, logint)",
+    "search_space.high": "the upper bound, inclusive",
+    "search_space.values": "the values of a choice",
+    "scheduler.type": "cost_aware_hyperband (the rungs), pbt, or fifo (no early stopping)",
+    "scheduler.promotion": "who goes on from a rung: loss, cost_share or pareto (loss, dollars)",
+    "scheduler.perturbation_interval": "pbt: epochs between exploits",
+    "scheduler.quantile_fraction": "pbt: the share of the population that exploits and is copied",
+    "scheduler.resample_probability": "pbt: chance a hyperparameter is resampled, not perturbed",
+    "scheduler.pbt_key": "pbt: rank members by loss, or by Pareto front of (loss, dollars)",
+    "cost.business_value_usd": "USD per unit of metric improvement (ROI's numerator)",
+    "cost.baseline_metric": "where ROI credits start (null: the median trial at the first rung)",
+    "cost.time_field": "the cumulative result field metered as seconds (a replay: sim_seconds)",
+    "resources.cpus": "CPU cores each trial holds (billed per core when it holds no GPU)",
+    "resources.gpus": "GPUs each trial holds (billed per GPU)",
+    "budget.max_cost_usd_per_trial": "USD: a trial that reaches it stops",
+    "budget.max_hours_per_trial": "device-hours: a trial that reaches them stops",
+    "stopping.patience_epochs": "stop a trial after this many epochs without a min_delta gain",
+    "stopping.min_delta": "the least gain that resets patience",
+    "stopping.min_slope_per_device_hour": "ε: stop when the smoothed loss falls less than this a device-hour",
+    "stopping.min_marginal_roi": "stop when Δloss × business_value_usd per dollar falls below this",
+    "stopping.window_epochs": "epochs in the slope's window",
+    "stopping.min_epochs": "epochs before a stopping rule judges a trial",
+    "stopping.sweep_min_improvement_per_usd": "stop the whole sweep when its best improves less per dollar",
+    "stopping.sweep_window_epochs": "epochs the sweep rule looks back over",
+    "stopping.outlook.min_epochs": "outlook: epochs before it judges",
+    "stopping.outlook.window_epochs": "outlook: epochs its smoothing reads",
+    "idle.enabled": "stop trials whose GPUs sit idle (NVML)",
+    "idle.util_below_pct": "percent: a GPU below this is idle",
+    "idle.idle_minutes": "minutes idle before the trial stops",
+    "tracking.mlflow": "log each trial live to MLflow (null: off)",
+    "approval.estimated_resources": "the resources the approver saw",
+    "approval.stop_conditions": "what stops the sweep, as approved",
+    "approval.approver": "who approved it",
+}
+
+
+def config_reference() -> str:
+    """Every config option as a markdown table (field, default, what it is), generated from the
+    models themselves: README.md's reference is this text, and a test fails when it drifts."""
+    from pydantic.fields import FieldInfo
+
+    def default_of(info: FieldInfo) -> str:
+        if info.is_required():
+            return "required"
+        value = info.get_default(call_default_factory=True)
+        if isinstance(value, BaseModel):
+            return "see below"
+        text = json.dumps(value, default=str)
+        return "`null`" if text == "null" else f"`{text}`"
+
+    def rows(model: type[BaseModel], prefix: str) -> list[str]:
+        out: list[str] = []
+        nested: list[tuple[str, type[BaseModel]]] = []
+        for name, info in model.model_fields.items():
+            kind = info.annotation
+            if isinstance(kind, type) and issubclass(kind, BaseModel):
+                nested.append((f"{prefix}{name}.", kind))
+                continue
+            inner = [a for a in get_args(kind) if isinstance(a, type) and issubclass(a, BaseModel)]
+            description = info.description or FIELD_NOTES.get(f"{prefix}{name}")
+            if not description:
+                raise ValueError(f"{prefix}{name}: no description (Field(description=...) or FIELD_NOTES)")
+            description = " ".join(description.split()).replace("|", "\\|")
+            out.append(f"| `{prefix}{name}` | {default_of(info)} | {description} |")
+            nested += [(f"{prefix}{name}.", m) for m in inner]
+        for where, sub in nested:
+            out += rows(sub, where)
+        return out
+
+    header = ["| field | default | what it is |", "|---|---|---|"]
+    return "\n".join([*header, *rows(SweepConfig, "")]) + "\n"

@@ -313,7 +313,7 @@ def _matern(X1: np.ndarray, X2: np.ndarray, gpr: Any) -> np.ndarray:
 def _believer(acqf: Any) -> Any:
     """Optuna's q-batch LogEI over the running trials (``qLogEI``: 128 joint posterior samples
     per candidate: 24 ms an ask at 1,000 trials with 7 running, against 7.6 ms with none, on a
-    loaded machine; RESULTS, stop 23) as a plain LogEI on a
+    loaded machine; benchmarks/ARCHIVE.md) as a plain LogEI on a
     process that believes each running trial will come out at its posterior mean (the kriging
     believer, Ginsbourger et al. 2010): the mean stays, the variance near a running trial
     collapses and the best believed outcome raises the bar, so parallel asks still spread out,
@@ -447,7 +447,7 @@ def _blas() -> Any:
 #: the leave-one-out check (``model_check``) judges a process fitted to at least this many trials:
 #: below ~25 a process fitted to values no hyperparameter explains still ranks them 0.4–0.7
 #: (tests/test_search.py); judged from 5 trials on, it handed LCBench's dev asks to TPE at 7%
-#: more dollars (p = 0.013; RESULTS, stop 46), from 20 on it never did before the target
+#: more dollars (p = 0.013; benchmarks/ARCHIVE.md), from 20 on it never did before the target
 MODEL_CHECK_MIN_TRIALS = 20
 
 
@@ -542,9 +542,9 @@ class CpuGPSampler(optuna.samplers.GPSampler):
       believer (:func:`_believer`), so that asynchronous workers ask as fast; Optuna's joint
       posterior over the running trials, which the believer replaces, is never built
       (:class:`_DeferredQLogEI`), and the believing process is built in NumPy. An ask at 1,000
-      trials takes ~3.7 ms median (~4.4 ms with 7 running; ×0.84–0.86 of stop 50's side by
-      side) instead of 0.7 s on a quiet 2-core machine; a loaded one reads ~50% more
-      (``benchmarks/overhead.py --searchers``, ``benchmarks/ask_ab.py``; RESULTS, stop 51).
+      trials takes ~3.7 ms median (~4.4 ms with 7 running) instead of 0.7 s on a quiet 2-core
+      machine; a loaded one reads ~50% more
+      (``benchmarks/overhead.py --searchers``, ``benchmarks/ask_ab.py``; benchmarks/ARCHIVE.md).
       ``fast_from=0`` takes it from the first model-driven ask (lcbench variant ``K``).
 
     With ``model_check`` θ (a sweep's ``searcher.model_check``, 0.4 by default), once the process
@@ -558,7 +558,7 @@ class CpuGPSampler(optuna.samplers.GPSampler):
     after it go to TPE without fitting and checking the process again, until the trials have
     grown by that share. On the held-out
     crossing curves that cost ×0.53 the dollars to target (60 fresh runs); on LCBench and the
-    other held-out kinds it did not fire before the target (RESULTS, stop 46).
+    other held-out kinds it did not fire before the target (benchmarks/ARCHIVE.md).
 
     Up to those thresholds the suggestions are Optuna's, trial for trial
     (``tests/test_search.py`` checks them against Optuna's own sampler), so every benchmark
@@ -568,7 +568,7 @@ class CpuGPSampler(optuna.samplers.GPSampler):
     It also runs each ask on one torch thread and one BLAS thread. The matrices are small (one
     row per trial), and where the trials keep every core busy, torch's default of a thread per
     core made one ask at 100 trials take 10 s instead of 0.4 s on the 2-core machine
-    (``benchmarks/overhead.py --searchers``; RESULTS, stop 18); OpenBLAS's threads made the
+    (``benchmarks/overhead.py --searchers``; benchmarks/ARCHIVE.md); OpenBLAS's threads made the
     fast ask's search about 7x slower (15.8 against 2.2 ms).
     """
 

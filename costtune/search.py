@@ -38,7 +38,7 @@ def build_search_space(space: Mapping[str, ParamSpec], grid: bool = False) -> di
 
 
 #: the default searcher's random start-up trials before the Gaussian process proposes. Chosen
-#: on LCBench's dev tasks, it held on the test tasks (20 seeds, benchmarks/RESULTS.md, stop 24):
+#: on LCBench's dev tasks, it held on the test tasks (20 seeds, benchmarks/ARCHIVE.md):
 #: 0.082 / 0.068 of the grid's dollars to target against 0.115 / 0.089 with Optuna's 10, cheaper
 #: in 110 and 103 of 160 paired runs; with 5 knobs no curve depends on (test, 20 seeds, stop
 #: 25) 0.127 / 0.095 against 0.155 / 0.120, successful in 152 and 159 of 160 runs against
@@ -100,9 +100,9 @@ def make_searcher(
         # the default: chosen on LCBench's dev tasks, it held on the test tasks (20 seeds):
         # 0.119 / 0.103 of the grid's dollars to target against 0.226 / 0.194 with TPE and the
         # same rungs and stopper, cheaper in 108 and 107 of 160 paired runs, dearer in 42 and
-        # 47 (benchmarks/RESULTS.md, stop 18). It refits the process at every ask:
+        # 47 (benchmarks/ARCHIVE.md). It refits the process at every ask:
         # benchmarks/overhead.py --searchers gives its seconds per proposal.
-        # value_transform "clip" (the default since stop 20): the bad tail raised to the Tukey
+        # value_transform "clip" (the default): the bad tail raised to the Tukey
         # fence; on LCBench's test tasks 0.112 / 0.099 of the grid's dollars against 0.120 /
         # 0.103, a direction and no more (p = 0.44, 0.78), a guard against diverged trials
         gp = gp_sampler(
@@ -122,9 +122,9 @@ def make_searcher(
         optuna.logging.set_verbosity(optuna.logging.WARNING)
         from costtune.tpe import QuickTPESampler
 
-        # univariate TPE: the searcher costtune's LCBench figures before stop 18 were measured
-        # with (benchmarks/RESULTS.md). Optuna 5's default is multivariate for one objective;
-        # on the test tasks that reached the targets less often (RESULTS: "Which TPE").
+        # univariate TPE, the default searcher (benchmarks/RESULTS.md). Optuna 5's default is
+        # multivariate for one objective; on LCBench's test tasks that reached the targets less
+        # often (benchmarks/ARCHIVE.md, "Which TPE").
         # QuickTPESampler: Optuna's univariate TPESampler's proposals in a fifth of its time.
         sampler = QuickTPESampler(seed=seed, n_startup_trials=config.n_startup_trials or 10)
         return OptunaSearch(metric=metric, mode=mode, sampler=sampler, points_to_evaluate=points)

@@ -371,3 +371,14 @@ def test_hedge_judges_is_every_bracket_unless_set_and_a_bad_value_is_named() -> 
     assert full.scheduler.hedge_judges == "full_runs"
     with pytest.raises(ConfigError, match=r"^scheduler\.hedge_judges: .*'full_runs'.*'every_bracket'"):
         parse_config({**MINIMAL, "scheduler": {"hedge_judges": "all"}})
+
+
+def test_the_config_reference_is_generated_from_the_models() -> None:
+    """docs/config.md is config_reference()'s text: a field added, removed or given another
+    default without regenerating it (`make docs`) fails here."""
+    from costtune.config import config_reference
+
+    text = (REPO / "docs" / "config.md").read_text()
+    assert text.endswith(config_reference()), "docs/config.md is stale: run `make docs`"
+    for field in ("scheduler.eta", "searcher.type", "budget.max_wall_seconds", "stopping.min_relative_roi"):
+        assert f"| `{field}` |" in text

@@ -52,7 +52,7 @@ def auto_warmup_trials(eta: int, trials: int) -> int | None:
     """``warmup_trials: auto`` for a sweep of ``trials`` trials: 2η, but at most a tenth of the
     trials (``None``, off, below 2).
 
-    2η was chosen on LCBench's dev tasks (RESULTS.md, stop 21). The cap bounds what the
+    2η was chosen on LCBench's dev tasks (benchmarks/ARCHIVE.md). The cap bounds what the
     warm-up can lose: the trials it stops at the first rung are ones that a rung with more to
     compare would have judged, and among them may be the sweep's best (in random order, with
     probability (w − 1) / trials); a searcher that was told their losses may come back to
@@ -84,7 +84,7 @@ class AsyncHyperband:
         eta: η, reduction factor: 1/η of a rung goes on (default 5, the top 20%).
         brackets: how many brackets, 1 (default: asynchronous successive halving, every
             trial starts at ``grace_epochs``) to s_max+1; ``None``: all that fit. One bracket
-            reached the LCBench targets as often as all of them, for less (RESULTS.md).
+            reached the LCBench targets as often as all of them, for less (benchmarks/ARCHIVE.md).
         promotion: who goes on out of a rung (see :mod:`~costtune.policy.successive_halving`;
             default ``loss``).
         keep: how many of a rung's n trials go on by count: ``floor`` max(1, ⌊n/η⌋)
@@ -100,7 +100,7 @@ class AsyncHyperband:
             there (``rung_pruned``). An asynchronous rung otherwise promotes its first
             arrival, and every new best among its first few, with nothing to compare them
             with; on LCBench those early promotions were a large share of what a run spent
-            before it reached the target (``benchmarks/RESULTS.md``, stop 21). Later rungs
+            before it reached the target (``benchmarks/ARCHIVE.md``). Later rungs
             are not warmed up: only trials the first rung judged reach them.
         escalate: Hyperband's hedge, paid for only once early ranks have visibly misled. The
             ``brackets`` open from the start; when the sweep stalls (:meth:`_stalled`: it has
@@ -111,9 +111,9 @@ class AsyncHyperband:
             nothing opens. Where it misleads (slow starters that end best, pruned every time by
             a first rung full of fast starters that plateau), the best stops moving and the
             later brackets run some trials long enough to show it. Measured (``benchmarks/
-            RESULTS.md``, stop 26): on LCBench's dev tasks trained 4× longer, 40 of 40 runs
-            reached the target against 36 of 40; on the test tasks level (off here by default;
-            a sweep's ``scheduler.escalate`` turns it on since stop 31, when curves whose slow
+            ARCHIVE.md``): on LCBench's dev tasks trained 4× longer, 40 of 40 runs
+            reached the target against 36 of 40; on the test tasks level (off by default;
+            ``scheduler.escalate`` turns it on; it was the default when curves whose slow
             starters end best failed 9 of 9 runs without it). With it, only bracket 0's first
             rung is warmed up: the brackets it opens open late, with few trials to come, and
             their first rungs judge later epochs. A second sign opens them too, sooner than a
@@ -123,15 +123,14 @@ class AsyncHyperband:
             default; ``None``: the stall alone). On curves whose slow starters end best it
             opened the brackets in 2 of 9 runs the stall had left closed (8 of 9 reached the
             target against 6 of 9); on LCBench's test tasks it changed 7 of 480 runs, mostly
-            dearer where it fired: +0.3% of the dollars a run (``benchmarks/RESULTS.md``,
-            stop 39).
+            dearer where it fired: +0.3% of the dollars a run (``benchmarks/ARCHIVE.md``).
         stall_min_gain: (``escalate``) the least gain of the sweep's best, as a share of what
             it had gained below the first loss it saw, that ends a stall (default 0: any gain).
             Where a first rung full of fast starters that plateau finds a trickle of tiny
             gains, counting them holds the brackets closed: on curves whose slow starters end
             best 0.02 reached the target in 8 of 9 runs against 6 of 9, but on LCBench's test
             tasks it changed 24 of 160 runs, 19 of them dearer, where small late gains are what
-            reach the target (``benchmarks/RESULTS.md``, stop 34). Not a default; an option.
+            reach the target (``benchmarks/ARCHIVE.md``). Not a default; an option.
         rung_checks: c, or 0 (off). The first rung checks itself: a bracket-0 trial it prunes by
             rank (past its warm-up) whose curve is still falling fast (its loss less its fall
             over its last doubling of epochs, :data:`CHECK_PACES` times, is below the best loss
@@ -143,7 +142,7 @@ class AsyncHyperband:
             that ended otherwise counts as a check the rung passed; after c of them, and none
             it failed, nothing more is probed. The policy must hear every end (:meth:`on_end`):
             Ray's scheduler tells it, as does the simulator. See :meth:`_check`. Measured
-            (``benchmarks/RESULTS.md``, stop 36; c = 5): on curves whose slow starters end best
+            (``benchmarks/ARCHIVE.md``; c = 5): on curves whose slow starters end best
             the sweep reached the target in 8 of 9 runs against 5 of 9; level on LCBench's dev
             tasks, but on its test tasks 13% dearer at GRID (dearer in 70 of 106 changed runs,
             p = 0.001), where a pruned trial does at times beat the promoted ones and the opened
@@ -158,7 +157,7 @@ class AsyncHyperband:
             :meth:`_hedge_result`). Where early losses rank well, the sweep rarely
             stalls and nothing changes; where curves stay flat before they drop (the late
             droppers end best), every early judgment is wrong and full runs are what find the
-            best (``benchmarks/RESULTS.md``, stop 38).
+            best (``benchmarks/ARCHIVE.md``).
         judge_every_bracket: (with ``hedge``; a sweep's ``scheduler.hedge_judges:
             every_bracket``, the default; ``False``: the full runs alone, ``full_runs``) every
             later bracket's trials test bracket 0's first rung for the switch, not only the full
@@ -168,12 +167,12 @@ class AsyncHyperband:
             (``slow``), and cheaper in 10 of 27 runs, dearer in none, on three tables of each kind
             no setting was chosen on; on LCBench it changes about 1 run-target in 150, either way
             (4 cheaper and 6 dearer of 1,480 over dev, test and the 18 wider tasks; one test
-            success lost). The default since stop 42 (``benchmarks/RESULTS.md``, stops 41 and 42).
+            success lost). The default (``benchmarks/ARCHIVE.md``).
         weak_rank_tau: θ, or None (off, the default). A prototype, not in a sweep's config: while
             the first rung's order barely holds (:meth:`ranks_weak`: Kendall's τ of its kept
             trials between the first two rungs below θ), the Gaussian-process searcher fits only
             the trials that ran as long as the ``misrank_min``-th longest
-            (:meth:`searcher_min_epochs`). Measured (``benchmarks/RESULTS.md``, stop 44; θ = 0.3):
+            (:meth:`searcher_min_epochs`). Measured (``benchmarks/ARCHIVE.md``; θ = 0.3):
             on ``benchmarks/slow_starters.py``'s three kinds cheaper than the default in 29 runs
             and dearer in 8 of 102 (fresh tables: 9 and 5 of 36; crossing curves 1 and 1), one
             more success; on LCBench's dev tasks it changes 7–8 of 160 runs, mostly dearer, and
@@ -181,10 +180,10 @@ class AsyncHyperband:
         weak_rank_fit: n, the trials ``weak_rank_tau``'s fit keeps (the n longest; ``None``:
             ``misrank_min``). BOHB keeps at least d + 1 for d hyperparameters; a prototype: at
             n = 8 on LCBench's 7 it was dearer in all 6 dev runs it changed and lost 2 of 160
-            (``benchmarks/RESULTS.md``, stop 45).
+            (``benchmarks/ARCHIVE.md``).
         misrank_tau: θ (default 0): the brackets open once the kept trials' τ ≤ θ, not only
             ≤ 0 (a prototype: at 0.3 and 0.5 it changed 1 of 18 crossing runs and 2–10 of 320
-            LCBench run-targets; stop 44).
+            LCBench run-targets; ``benchmarks/ARCHIVE.md``).
     """
 
     #: a policy pickled before the warm-up existed (a resumed older run) has none
@@ -211,7 +210,7 @@ class AsyncHyperband:
     weak_rank_tau: float | None = None
     weak_rank_fit: int | None = None
     #: nor judged any bracket's trials but the hedge's against the first rung (a resumed older run
-    #: switches as it would have; the default for a new policy is True since stop 42)
+    #: switches as it would have; the default for a new policy is True)
     judge_every_bracket: bool = False
 
     def __init__(
@@ -535,7 +534,7 @@ class AsyncHyperband:
         still falling fast (:func:`_falling` against the best loss at the rung). A probe that
         flattens stops at once; where slow starters end best (``benchmarks/slow_starters.py``)
         the rung fails a check within a few probes, but on LCBench's test tasks it failed
-        often enough, where opening the brackets did not pay, to cost 13% (stop 36)."""
+        often enough, where opening the brackets did not pay, to cost 13% (benchmarks/ARCHIVE.md)."""
         c = self.checks
         curve = c.early.pop(trial_id, {})
         if state.bracket != 0 or rung_at != self.rungs_by_bracket[0][0] or c.probe is not None:

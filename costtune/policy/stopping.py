@@ -76,7 +76,7 @@ class StoppingRule:
         first_stop_epoch: never stop before this epoch either (``None``: ``min_epochs``).
             Set to the last rung, a pace rule would not overrule rungs that still judge a
             trial; a sweep does not set it (on LCBench's dev tasks that was dearer:
-            benchmarks/RESULTS.md, stop 16, variant ``w``).
+            benchmarks/ARCHIVE.md, variant ``w``).
         expected: the relative rule judges a trial by its *expected* gain to ``max_epochs``
             per dollar that gain would cost, in place of its pace over the last window: the
             expected improvement of the sweep's best loss, over the curve model's predicted

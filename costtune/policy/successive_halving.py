@@ -21,7 +21,7 @@ promotes a trial whose place in that order starts inside the first 1/η of the r
 Ratio keys (loss × dollars, ROI) are deliberately absent: on LCBench curves they rank a
 rung almost purely by cost and halve the share of runs that reach a good model
 (../shared/DESIGN.md); they belong in reports only. ``loss`` is the default because it
-measured best (benchmarks/RESULTS.md, LCBench, 8 tasks × 20 seeds, paired): as often
+measured best (benchmarks/ARCHIVE.md, LCBench, 8 tasks × 20 seeds, paired): as often
 successful as ``cost_share`` and cheaper to the TOP1 target (sign test p = 0.002); Pareto
 was no better and had twice the regret. Cost enters costtune's sweeps through metering,
 the budget and the marginal-ROI stopper, which did pay.
