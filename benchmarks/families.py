@@ -142,7 +142,7 @@ def pools(family: str) -> dict[str, Callable[[], pd.DataFrame]]:
     if family == "real":
         return {
             p.name.removesuffix(".csv.gz"): (lambda p=p: read_table(p))
-            for p in sorted(POOLS_DIR.glob("digits-*.csv.gz"))
+            for p in sorted(POOLS_DIR.glob("*.csv.gz"))
         }
     if family == "lcbench":
         return {f"lcbench-{t}": (lambda t=t: _lcbench_pool(t)) for t in LCBENCH_TASKS}
@@ -438,6 +438,7 @@ def main() -> None:
     parser.add_argument(
         "--from", dest="previous", type=Path, action="append", default=[], help="add rows of earlier runs"
     )
+    parser.add_argument("--table-only", action="store_true", help="run nothing: tables of the --from rows")
     args = parser.parse_args()
     methods = args.methods.split(",")
     unknown = [m for m in methods if m not in METHODS]
@@ -452,13 +453,19 @@ def main() -> None:
         for seed in range(args.first_seed, args.first_seed + args.seeds)
         for method in methods
     ]
+    if args.table_only:
+        jobs = []
     started = time.perf_counter()
-    if args.jobs > 1:
+    if args.jobs > 1 and jobs:
         with ProcessPoolExecutor(args.jobs) as ex:
             rows = list(ex.map(run_job, jobs, chunksize=max(1, len(jobs) // (args.jobs * 8))))
     else:
         rows = [run_job(j) for j in jobs]
     frame = pd.concat([pd.DataFrame(rows), *(pd.read_csv(p) for p in args.previous)], ignore_index=True)
+    if args.table_only:  # the --from rows of the families and methods asked for, in that order
+        frame = frame[frame.family.isin(families) & frame.method.isin(methods)]
+        frame = frame.assign(method=pd.Categorical(frame.method, methods, ordered=True)).sort_values("method")
+        frame["method"] = frame.method.astype(str)
     if args.out is not None:
         frame.to_csv(args.out, index=False)
     against = [a for a in args.against.split(",") if a in set(frame.method)]

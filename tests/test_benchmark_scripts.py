@@ -1344,3 +1344,21 @@ def test_lcbench_per_task_prints_each_tasks_floor_multiple_and_stars_the_tasks_t
     assert grid == "| m | 2.0 | 4.0* | 6.0* | 30.0 | 5.0 |"
     top1 = printed[printed.index(next(line for line in printed if "target TOP1" in line)) + 3]
     assert top1 == "| m | 1.0 | 2.0* | 3.0* | 15.0 | 2.5 |"
+
+
+def test_record_curves_writes_a_pool_costtune_replay_reads(tmp_path) -> None:
+    """benchmarks/record_curves.py trains real configurations of the built-in trainable and
+    writes one row per epoch with its measured seconds: a table `costtune replay` reads."""
+    sys.path.insert(0, str(REPO / "benchmarks"))
+    import record_curves
+
+    from costtune.curves import load_curves
+
+    out = tmp_path / "pool.csv.gz"
+    record_curves.record("cancer-mlp-adamw", configs=2, epochs=3, out=out)
+    curves = load_curves(str(out))
+    assert len(curves) == 2 and all(c.epochs == 3 for c in curves.values())
+    assert all(
+        (c.epoch_seconds > 0).all() and set(c.hyperparameters) >= {"lr", "width"} for c in curves.values()
+    )
+    assert not out.with_suffix(".gz.partial").exists()
