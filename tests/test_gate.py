@@ -84,7 +84,12 @@ def test_the_stalled_figure_bounds_what_an_escalating_policy_spends_on_a_stalled
     from costtune.policy import AsyncHyperband, Decision
 
     config = parse_config(
-        {**SMALL, "num_samples": 30, "scheduler": {"grace_epochs": 1, "eta": 3}, "cost": {"epoch_seconds": 1}}
+        {
+            **SMALL,
+            "num_samples": 30,
+            "scheduler": {"grace_epochs": 1, "eta": 3, "escalate": True, "hedge": True},
+            "cost": {"epoch_seconds": 1},
+        }
     )
     est = estimate(config)
     assert est.stalled_epochs is not None
@@ -113,21 +118,25 @@ def test_the_stalled_figure_bounds_what_an_escalating_policy_spends_on_a_stalled
 
 
 def test_the_estimate_has_no_stalled_figure_where_escalation_cannot_open_a_bracket() -> None:
-    assert estimate(parse_config(REFERENCE)).stalled_epochs is not None  # 64 trials, 3 brackets
-    for scheduler in ({"escalate": False}, {"brackets": None, "hedge": False}, {"type": "fifo"}):
+    assert estimate(parse_config(REFERENCE)).stalled_epochs is None  # escalation is off by default
+    ESCALATING = {**REFERENCE, "scheduler": {"escalate": True, "hedge": True}}
+    assert estimate(parse_config(ESCALATING)).stalled_epochs is not None  # 64 trials, 3 brackets
+    for scheduler in ({"escalate": False}, {"escalate": True, "brackets": None}, {"type": "fifo"}):
         assert estimate(parse_config({**REFERENCE, "scheduler": scheduler})).stalled_epochs is None
     # every bracket with rungs open from the start: a stall still opens the one of full runs
-    hedged = estimate(parse_config({**REFERENCE, "scheduler": {"brackets": None}}))
+    hedged = estimate(
+        parse_config({**REFERENCE, "scheduler": {"escalate": True, "hedge": True, "brackets": None}})
+    )
     assert hedged.stalled_epochs is not None and hedged.expected_epochs < hedged.stalled_epochs
     assert any("one of full runs (hedge)" in line for line in hedged.assumptions)
     # a stall needs η² = 25 trials started after the best last improved, a reversed first rung
     # MISRANK_MIN trials at the second rung: where bracket 0 has one rung, 26 trials leave none
     # to escalate; where it has two, more than MISRANK_MIN do
-    one_rung = {**REFERENCE, "max_epochs": 20}  # rungs at 5 only; the hedge's full runs can open
+    one_rung = {**ESCALATING, "max_epochs": 20}  # rungs at 5 only; the hedge's full runs can open
     assert estimate(parse_config({**one_rung, "num_samples": 26})).stalled_epochs is None
     assert estimate(parse_config({**one_rung, "num_samples": 27})).stalled_epochs is not None
-    assert estimate(parse_config({**REFERENCE, "num_samples": MISRANK_MIN})).stalled_epochs is None
-    assert estimate(parse_config({**REFERENCE, "num_samples": MISRANK_MIN + 1})).stalled_epochs is not None
+    assert estimate(parse_config({**ESCALATING, "num_samples": MISRANK_MIN})).stalled_epochs is None
+    assert estimate(parse_config({**ESCALATING, "num_samples": MISRANK_MIN + 1})).stalled_epochs is not None
 
 
 def test_the_estimate_follows_the_keep_rule() -> None:
@@ -256,7 +265,10 @@ def test_estimate_cli_prints_assumptions(tmp_path) -> None:
     assert result.exit_code == 0, result.output
     assert "8 × A100 per trial at $2.5 per device-hour" in result.output
     assert "worst single trial: 66.7 h, $1,333.33" in result.output
-    assert "should escalation open every bracket" in result.output  # escalate is on by default
+    assert "should escalation open every bracket" not in result.output  # escalate is off by default
+    path.write_text(yaml.safe_dump({**REFERENCE, "scheduler": {"escalate": True}}))
+    result = CliRunner().invoke(main, ["estimate", str(path)])
+    assert "should escalation open every bracket" in result.output
 
 
 def test_sweep_refuses_an_unapproved_grid_and_starts_nothing(tmp_path) -> None:

@@ -182,7 +182,7 @@ def test_ray_domains_map_onto_costtunes_forms() -> None:
     assert param_spec_of("b", tune.randint(1, 4)) == {"type": "int", "low": 1, "high": 3}
     assert param_spec_of("c", tune.lograndint(1, 100)) == {"type": "logint", "low": 1, "high": 99}
     assert param_spec_of("d", tune.choice([1, 2])) == {"type": "choice", "values": [1, 2]}
-    assert param_spec_of("e", tune.grid_search([1, 2])) == {"type": "choice", "values": [1, 2]}
+    assert param_spec_of("e", tune.grid_search([1, 2])) == {"type": "choice", "values": [1, 2], "grid": True}
     assert param_spec_of("f", {"type": "uniform", "low": 0, "high": 1}) == {
         "type": "uniform",
         "low": 0,

@@ -54,7 +54,7 @@ def test_the_sweeps_tpe_is_the_one_the_benchmark_figures_were_measured_with() ->
 
 
 def test_the_sweeps_gp_is_the_one_the_benchmark_default_was_measured_with() -> None:
-    """The default searcher is the GP with 5 random start-up trials and clipped values: the
+    """The gp searcher (an option) has 5 random start-up trials and clipped values: the
     settings of benchmarks/lcbench.py's default row (``costtune-hb-rel-tpe:r0.3sGCW10i5JVj%0.4``), or
     its figures say nothing about what a sweep runs. A config's own count still wins."""
     import sys
@@ -66,15 +66,15 @@ def test_the_sweeps_gp_is_the_one_the_benchmark_default_was_measured_with() -> N
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benchmarks"))
     from lcbench import parse_variant
 
-    sampler = make_searcher(SearcherConfig(), "loss", "min", seed=3)._sampler
+    sampler = make_searcher(SearcherConfig(type="gp"), "loss", "min", seed=3)._sampler
     assert isinstance(sampler, CpuGPSampler) and sampler._value_transform == "clip"
     _, variant = parse_variant("costtune-hb-rel-tpe:r0.3sGCW10i5JVj%0.4")
     assert sampler._n_startup_trials == GP_STARTUP_TRIALS == variant["n_startup"] == 5
     assert variant["gp"] and variant["value_transform"] == "clip"
     assert sampler._model_check == variant["model_check"] == 0.4  # stop 46
-    none = make_searcher(SearcherConfig(model_check=None), "loss", "min", seed=3)._sampler
+    none = make_searcher(SearcherConfig(type="gp", model_check=None), "loss", "min", seed=3)._sampler
     assert none._model_check is None and none._fallback is None
-    told = make_searcher(SearcherConfig(n_startup_trials=12), "loss", "min", seed=3)._sampler
+    told = make_searcher(SearcherConfig(type="gp", n_startup_trials=12), "loss", "min", seed=3)._sampler
     assert told._n_startup_trials == 12
 
 
@@ -984,11 +984,11 @@ def test_a_sweeps_gp_over_epochs_models_the_epochs_its_trials_ran() -> None:
     from costtune.search import RungEstimates
 
     assert SearcherConfig().over_epochs is False
-    plain = make_searcher(SearcherConfig(), "val_loss", "min", 3, max_epochs=8)
+    plain = make_searcher(SearcherConfig(type="gp"), "val_loss", "min", 3, max_epochs=8)
     assert plain.set_search_properties("val_loss", "min", build_search_space(SPACE))
     assert plain._ot_study.sampler._fidelity_epochs is None
     scheduler = CostAwareHyperBand(max_epochs=8, grace_epochs=2, eta=2)
-    config = SearcherConfig(n_startup_trials=2, over_epochs=True)
+    config = SearcherConfig(type="gp", n_startup_trials=2, over_epochs=True)
     inner = make_searcher(config, "val_loss", "min", 3, max_epochs=8)
     searcher = RungEstimates(inner, scheduler)
     assert searcher.set_search_properties("val_loss", "min", build_search_space(SPACE))
@@ -1019,7 +1019,9 @@ def test_a_sweeps_gp_per_unit_of_cost_weighs_its_proposals_by_the_metered_second
     }
     proposed: dict[float, list[float]] = {}
     for alpha in (0.0, 1.0):
-        inner = make_searcher(SearcherConfig(n_startup_trials=10, cost_exponent=alpha), "val_loss", "min", 2)
+        inner = make_searcher(
+            SearcherConfig(type="gp", n_startup_trials=10, cost_exponent=alpha), "val_loss", "min", 2
+        )
         searcher = RungEstimates(inner, seconds_field="replayed_seconds")
         assert searcher.set_search_properties("val_loss", "min", build_search_space(space))
         assert inner._ot_study.sampler._cost_exponent == alpha
@@ -1231,7 +1233,7 @@ def test_a_sweeps_gp_searcher_hands_an_ask_to_tpe_where_it_cannot_rank_its_trial
     import pickle
 
     def run(seed: int) -> tuple[list[dict], set[int]]:
-        searcher = make_searcher(SearcherConfig(), "val_loss", "min", seed)
+        searcher = make_searcher(SearcherConfig(type="gp"), "val_loss", "min", seed)
         assert searcher.set_search_properties("val_loss", "min", build_search_space(SPACE))
         seen = []
         for i in range(40):
