@@ -799,7 +799,8 @@ def replay(
     as_json: bool,
 ) -> None:
     """What would a finished sweep have cost under costtune? CURVES: a recorded-curves table
-    (CSV or Parquet, ../shared/DESIGN.md), or a costtune run directory.
+    (CSV or Parquet: config_id, hp.<name>..., epoch, val_loss, epoch_seconds, devices), or a
+    costtune run directory.
 
     Replays CURVES on a simulated clock twice: as recorded (each configuration in file order
     to its last recorded epoch) and under costtune (the scheduler, stopping rule, searcher
