@@ -1008,22 +1008,10 @@ def check_scheduler_state(config: SweepConfig, path: Path) -> None:
     """
     if config.scheduler.type != "cost_aware_hyperband" or not path.exists():
         return
-    from costtune.policy import AsyncHyperband
     from costtune.schedulers.hyperband import read_state
 
     s = config.scheduler
-    now = AsyncHyperband(
-        config.max_epochs,
-        s.grace_epochs,
-        s.eta,
-        s.brackets,
-        s.promotion,
-        s.keep,
-        escalate=s.escalate,
-        rung_checks=s.rung_checks,
-        hedge=s.hedge and s.escalate,
-        judge_every_bracket=s.hedge_judges == "every_bracket",
-    ).geometry()
+    now = hyperband_of(config).policy.geometry()  # the scheduler this config builds
     saved = read_state(path)["policy"].get("geometry")
     if saved is None:
         return
