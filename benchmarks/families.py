@@ -308,10 +308,10 @@ def run_method(method: str, table: Sequence[Curve], searcher: str, seed: int) ->
     if peer is None:
         settings = ReplaySettings(searcher=searcher, seed=seed, price=PRICE, **spec)
         return replay_pool(table, settings).simulation
-    from costtune.pool import OrderedPool, TpePool
+    from costtune.pool import OrderedPool, SamplerPool
 
     longest = max(c.epochs for c in table)
-    pool: Any = TpePool(table, seed=seed) if searcher == "tpe" else OrderedPool(table, seed=seed)
+    pool: Any = SamplerPool(table, "tpe", seed=seed) if searcher == "tpe" else OrderedPool(table, seed=seed)
     policy: Any = OptunaSHA() if peer == "optuna-sha" else RayASHA(max_t=longest)
     return simulate(
         [], policy, usd_per_device_hour=PRICE, max_epochs=longest, next_curve=pool.ask, on_trial_end=pool.tell

@@ -37,8 +37,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import lcbench
 import optuna
-
-from costtune.search import gp_sampler
+from optuna_forks.pools import gp_sampler
 
 NEVER = 10**9
 

@@ -634,9 +634,8 @@ def run_tpe_loop(
     told FAILED (TPE ignores them).
     """
     import optuna
-
-    from costtune.gp import COST_ATTR, EPOCHS_ATTR, CpuGPSampler
-    from costtune.search import gp_sampler
+    from optuna_forks.gp import COST_ATTR, EPOCHS_ATTR, CpuGPSampler
+    from optuna_forks.pools import gp_sampler
 
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     study = optuna.create_study(

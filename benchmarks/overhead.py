@@ -21,6 +21,7 @@ from typing import Any, ClassVar
 os.environ.setdefault("RAY_AUTH_MODE", "disabled")
 os.environ.setdefault("RAY_AIR_NEW_OUTPUT", "0")
 
+import optuna
 import ray
 from ray import tune
 from ray.tune.schedulers import ASHAScheduler
@@ -41,7 +42,41 @@ from costtune.policy.defaults import DEFAULTS
 from costtune.schedulers import CostAwareHyperBand
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from ask_ab import SPACE, random_configuration, smooth_loss
+
+#: the space the searchers' asks are timed over: mixed types, as a sweep's
+SPACE = {
+    "batch_size": optuna.distributions.IntDistribution(16, 512, log=True),
+    "learning_rate": optuna.distributions.FloatDistribution(1e-4, 1e-1, log=True),
+    "momentum": optuna.distributions.FloatDistribution(0.1, 0.99),
+    "weight_decay": optuna.distributions.FloatDistribution(1e-5, 1e-1, log=True),
+    "num_layers": optuna.distributions.IntDistribution(1, 5),
+    "max_units": optuna.distributions.IntDistribution(64, 1024, log=True),
+    "max_dropout": optuna.distributions.FloatDistribution(0.0, 1.0),
+}
+
+
+def smooth_loss(p: dict[str, Any]) -> float:
+    """A loss of LCBench's parameters that a model can learn (``overhead.py --searchers``)."""
+    return (
+        (math.log10(p["learning_rate"]) + 2) ** 2
+        + 0.1 * abs(p["num_layers"] - 3)
+        + p["max_dropout"] ** 2
+        + 0.01 * math.log(p["batch_size"])
+    )
+
+
+def random_configuration(rng: random.Random) -> dict[str, Any]:
+    """A uniform draw of :data:`SPACE` (log-uniform where a parameter is log), as told."""
+    out = {}
+    for name, d in SPACE.items():
+        if isinstance(d, optuna.distributions.IntDistribution):
+            value: float = rng.randint(d.low, d.high)
+        elif d.log:
+            value = math.exp(rng.uniform(math.log(d.low), math.log(d.high)))
+        else:
+            value = rng.uniform(d.low, d.high)
+        out[name] = d.to_external_repr(d.to_internal_repr(value))
+    return out
 
 
 class Timed:
@@ -246,13 +281,11 @@ def searcher_latency(kind: str, trials: int, asks: int = 10, running: int = 0) -
     import random
 
     import optuna
-
-    from costtune.config import MODEL_CHECK_DEFAULT
-    from costtune.search import gp_sampler
+    from optuna_forks.pools import MODEL_CHECK_DEFAULT, gp_sampler
 
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     fast_from = {"gp": None, "gp-optuna": 10**9, "gp-fast": 0, "gp-noise": None}
-    from costtune.tpe import QuickTPESampler
+    from optuna_forks.tpe import QuickTPESampler
 
     sampler = (
         gp_sampler(0, fast_from=fast_from[kind], model_check=MODEL_CHECK_DEFAULT)

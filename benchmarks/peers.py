@@ -144,8 +144,7 @@ class OptunaPeer:
         gp: bool = False,
     ) -> None:
         import optuna
-
-        from costtune.search import gp_sampler
+        from optuna_forks.pools import gp_sampler
 
         optuna.logging.set_verbosity(optuna.logging.WARNING)
         self._optuna = optuna

@@ -48,15 +48,15 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from optuna_forks.pools import MODEL_CHECK_DEFAULT, GpPool, TpePool
 from paired import geo_mean, sign_test
 
 from costtune.analysis import MOVED_SHARE
-from costtune.config import MODEL_CHECK_DEFAULT
 from costtune.curves import Curve
 from costtune.policy import AsyncHyperband, Decision, MarginalRoiStopping, StoppingRule, auto_warmup_trials
 from costtune.policy.defaults import DEFAULTS
 from costtune.policy.hyperband import MISRANK_MIN
-from costtune.pool import GpPool, SamplerPool, TpePool
+from costtune.pool import SamplerPool
 from costtune.simulate import simulate
 
 EPOCHS = 60
@@ -327,7 +327,7 @@ def optuna_sha(curves: list[Curve], seed: int, target: float | None = None) -> P
     starts once one has reached it (what came after cannot change the cost to reach it)."""
     import optuna
 
-    pool = SamplerPool(curves, optuna.samplers.TPESampler(seed=seed))
+    pool = SamplerPool(curves, sampler=optuna.samplers.TPESampler(seed=seed))
     pool.study.pruner = optuna.pruners.SuccessiveHalvingPruner(min_resource=5, reduction_factor=5)
     run = PeerRun()
     while (curve := pool.ask()) is not None:

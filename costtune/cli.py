@@ -679,8 +679,7 @@ def watch_idle(
     show_default=True,
     help="with --escalate: a stall also opens Hyperband's bracket without rungs, the stopping rule waits "
     "for a later bracket's first rung, and once a later bracket's trial (see --hedge-judges) the first "
-    "rung would have pruned is the best every new trial is a full run (and --searcher gp models the "
-    "full runs alone), as a sweep's scheduler.hedge.",
+    "rung would have pruned is the best every new trial is a full run, as a sweep's scheduler.hedge.",
 )
 @click.option(
     "--hedge-judges",
@@ -704,23 +703,8 @@ def watch_idle(
     type=click.Choice(["order", "random", "tpe", "gp"]),
     default="order",
     show_default=True,
-    help="order: the recorded order; random: a seeded shuffle; tpe: Optuna TPE, gp: Optuna's Gaussian "
-    "process (a sweep's default searcher), each proposing among the recorded configurations.",
-)
-@click.option(
-    "--gp-over-epochs/--no-gp-over-epochs",
-    default=False,
-    show_default=True,
-    help="with --searcher gp: the process models the loss over (configuration, epochs run) and searches "
-    "what a configuration would reach at the last epoch, as a sweep's searcher.over_epochs.",
-)
-@click.option(
-    "--gp-cost-exponent",
-    type=click.FloatRange(0.0, 2.0),
-    default=0.0,
-    show_default=True,
-    help="with --searcher gp: α > 0 proposes by expected improvement per unit of cost^α, the cost each "
-    "configuration's recorded seconds per epoch, as a sweep's searcher.cost_exponent; 0: off.",
+    help="order: the recorded order; random: a seeded shuffle; tpe: Optuna's univariate TPE (a sweep's "
+    "default searcher), gp: Optuna's Gaussian process, each proposing among the recorded configurations.",
 )
 @click.option("--seed", type=int, default=0, show_default=True, help="for --searcher random, tpe and gp")
 @click.option(
@@ -784,8 +768,6 @@ def replay(
     hedge_judges: str,
     rung_checks: int,
     searcher: str,
-    gp_over_epochs: bool,
-    gp_cost_exponent: float,
     seed: int,
     stopping: str,
     rho: float,
@@ -856,8 +838,6 @@ def replay(
             hedge_judges=hedge_judges,
             rung_checks=rung_checks,
             searcher=searcher,
-            gp_over_epochs=gp_over_epochs,
-            gp_cost_exponent=gp_cost_exponent,
             seed=seed,
             stopping=stopping,
             rho=rho,
@@ -899,8 +879,6 @@ def replay(
     }
     settings = {
         "searcher": searcher,
-        "gp_over_epochs": gp_over_epochs if searcher == "gp" else None,
-        "gp_cost_exponent": gp_cost_exponent if searcher == "gp" else None,
         "seed": seed,
         "stopping": stopping,
         "rho": rho if stopping == "relative" else None,
@@ -969,7 +947,6 @@ def replay(
             click.echo(
                 f"full runs: after {escalation['full_runs_after_trials']} trials a trial the first rung "
                 "would have pruned was the best; every later trial ran in full"
-                + (", and the searcher modelled the full runs alone" if searcher == "gp" else "")
             )
     for f in notes:
         click.echo(f"note: {f.message}")

@@ -152,11 +152,16 @@ class ParamSpec(_Strict):
         return self
 
 
-#: costtune.gp.FAST_ASK_FROM, written here so that reading a config imports no torch
-FAST_ASK_FROM_DEFAULT = 200
-#: searcher.model_check's default: the gp hands an ask to TPE where its leave-one-out ranking
-#: of 20 or more trials falls below this Spearman correlation (benchmarks/ARCHIVE.md)
-MODEL_CHECK_DEFAULT: float | None = 0.4
+#: searcher fields earlier versions had (the Gaussian-process searcher's own options), with the
+#: value every run they saved holds unless a user set it: a saved config holding that value
+#: still reads; anything else is refused, naming the field
+REMOVED_SEARCHER_FIELDS: dict[str, Any] = {
+    "value_transform": "clip",
+    "fast_ask_from": 200,
+    "over_epochs": False,
+    "cost_exponent": 0.0,
+    "model_check": 0.4,
+}
 
 
 class SearcherConfig(_Strict):
@@ -170,77 +175,30 @@ class SearcherConfig(_Strict):
         ge=1,
         description="random trials before the model is used (by default gp 5, optuna 10, hyperopt 20)",
     )
-    value_transform: Literal["clip", "rank", "none"] = Field(
-        "clip",
-        description="gp only: how the losses are warped before the process is fitted; clip: the bad tail "
-        "raised to the Tukey fence (a diverged trial cannot flatten the rest), rank: only their order "
-        "counts, none: Optuna's standardisation alone",
-    )
     points_to_evaluate: list[dict[str, Any]] = Field(
         default_factory=list,
         description="configurations tried first, in this order, before anything is sampled (known-good "
         "settings, last sweep's best); each gives every search_space name; they count toward num_samples",
     )
-    fast_ask_from: int = Field(
-        FAST_ASK_FROM_DEFAULT,
-        ge=0,
-        description="gp only: past this many completed trials an ask takes milliseconds: the process "
-        "sees 128 of the trials (the best 64 and a seeded draw of the rest) and its acquisition is "
-        "searched over 320 candidates; up to it every ask is Optuna's own",
-    )
 
-    over_epochs: bool = Field(
-        False,
-        description="gp only: the process models the loss over (configuration, epochs run) and searches "
-        "what a configuration would reach at max_epochs, so a trial the rungs stopped early says what it "
-        "says of its configuration at that epoch, and the process learns how far that carries",
-    )
-    cost_exponent: float = Field(
-        0.0,
-        ge=0.0,
-        le=2.0,
-        description="gp only: α > 0 proposes by expected improvement per unit of cost^α, the cost per "
-        "epoch a second process learns from the seconds per epoch the trials were metered at (EI per "
-        "dollar, with α = 1); 0: off. On LCBench, α = 0.5 reached the targets 8% / 7% cheaper on the "
-        "dev tasks (p < 0.005) and 9% / 3% cheaper on the test tasks, not significant there, α = 1 "
-        "likewise (benchmarks/ARCHIVE.md); an ask takes about twice as long",
-    )
-    model_check: float | None = Field(
-        MODEL_CHECK_DEFAULT,
-        ge=-1.0,
-        le=1.0,
-        description="gp only: once the process has 20 or more trials, an ask where its leave-one-out "
-        "predictions rank them with a Spearman correlation below this takes univariate TPE's proposal "
-        "instead (the process has found nothing it can predict, as when early losses are set by each "
-        "trial's own pace); null: never",
-    )
-
-    @model_validator(mode="after")
-    def _transform_needs_gp(self) -> SearcherConfig:
-        # the defaults with another searcher mean nothing and are let through: a run's saved
-        # config holds every field, and a resume reads it back
-        if self.value_transform != "clip" and self.type != "gp":
-            raise ValueError(
-                f"searcher.value_transform: only the gp searcher warps its values, got type {self.type}"
-            )
-        if self.over_epochs and self.type != "gp":
-            raise ValueError(
-                f"searcher.over_epochs: only the gp searcher models epochs, got type {self.type}"
-            )
-        if self.model_check not in (None, MODEL_CHECK_DEFAULT) and self.type != "gp":  # null: no check
-            raise ValueError(
-                f"searcher.model_check: only the gp searcher checks its model, got type {self.type}"
-            )
-        if self.cost_exponent and self.type != "gp":
-            raise ValueError(
-                "searcher.cost_exponent: only the gp searcher weighs its proposals by cost, "
-                f"got type {self.type}"
-            )
-        if self.fast_ask_from != FAST_ASK_FROM_DEFAULT and self.type != "gp":
-            raise ValueError(
-                f"searcher.fast_ask_from: only the gp searcher has a fast ask, got type {self.type}"
-            )
-        return self
+    @model_validator(mode="before")
+    @classmethod
+    def _removed_fields(cls, data: Any) -> Any:
+        """A run saved by an earlier version holds the gp searcher's removed options at their
+        defaults: those are dropped; a removed option set to anything else is refused."""
+        if not isinstance(data, dict):
+            return data
+        kept = dict(data)
+        for name, old_default in REMOVED_SEARCHER_FIELDS.items():
+            if name not in kept:
+                continue
+            value = kept.pop(name)
+            if value != old_default:
+                raise ValueError(
+                    f"searcher.{name}: removed; the gp searcher is Optuna's GPSampler as shipped "
+                    f"(docs/config.md lists the searcher's options), got {short_repr(value)}"
+                )
+        return kept
 
 
 class SchedulerConfig(_Strict):

@@ -4,12 +4,13 @@ A recorded sweep holds the curves of the configurations it ran and no others, so
 replayed over it may only pick from that pool:
 
 - :class:`OrderedPool`: the recorded order, or a seeded shuffle of it (random search);
-- :class:`TpePool`, :class:`GpPool`: Optuna's TPE or Gaussian process (costtune's default
-  searcher) proposes a configuration over a search space inferred from the pool's ``hp.*``
-  columns; the proposal is mapped to the nearest unused recorded
-  configuration, and TPE is told what actually ran — through Optuna's public API only: the
-  proposal's trial is closed as failed (both samplers ignore failed trials) and the configuration
-  that ran is added with its result (:func:`optuna.trial.create_trial`).
+- :class:`SamplerPool`: Optuna's univariate TPE (costtune's default searcher) or Gaussian
+  process, as a sweep asks them (:func:`costtune.search.optuna_sampler`), proposes a
+  configuration over a search space inferred from the pool's ``hp.*`` columns; the proposal is
+  mapped to the nearest unused recorded configuration, and the sampler is told what actually
+  ran — through Optuna's public API only: the proposal's trial is closed as failed (both
+  samplers ignore failed trials) and the configuration that ran is added with its result
+  (:func:`optuna.trial.create_trial`).
 
 Both answer ``ask() -> Curve | None`` (``None``: the pool is used up) and ``tell(config_id,
 epoch, loss)`` — the simulator's ``next_curve`` and ``on_trial_end`` — and are seeded:
@@ -25,7 +26,6 @@ from typing import Any
 
 import numpy as np
 
-from costtune.config import MODEL_CHECK_DEFAULT
 from costtune.curves import Curve
 from costtune.errors import ConfigError
 
@@ -102,16 +102,32 @@ def distance(a: dict[str, Any], b: dict[str, Any], space: dict[str, Any]) -> flo
 
 class SamplerPool:
     """An Optuna sampler over a pool: proposals snapped to the nearest unused recorded
-    configuration (see the module's docstring). :class:`TpePool` and :class:`GpPool` are the
-    two costtune's sweeps offer."""
+    configuration (see the module's docstring).
 
-    #: the replay's policy, when it has one: its ``searcher_min_epochs()`` is read as each trial ends
-    policy: Any = None
+    Args:
+        curves: the pool.
+        searcher: ``tpe`` (a sweep's ``searcher: {type: optuna}``) or ``gp``.
+        seed: the sampler's seed.
+        n_startup_trials: random proposals before the model (by default as a sweep's).
+        sampler: any other Optuna sampler, in place of ``searcher``'s (an experiment's).
+    """
 
-    def __init__(self, curves: Sequence[Curve], sampler: Any) -> None:
+    def __init__(
+        self,
+        curves: Sequence[Curve],
+        searcher: str = "tpe",
+        seed: int = 0,
+        n_startup_trials: int | None = None,
+        sampler: Any = None,
+    ) -> None:
         import optuna
 
-        optuna.logging.set_verbosity(optuna.logging.WARNING)
+        from costtune.search import optuna_sampler
+
+        if sampler is None:
+            if searcher not in ("tpe", "gp"):
+                raise ConfigError(f"--searcher: {searcher!r} is not an Optuna sampler (tpe or gp)")
+            sampler = optuna_sampler("optuna" if searcher == "tpe" else "gp", seed, n_startup_trials)
         self._optuna = optuna
         self.space = infer_space(curves)
         self._curves = list(curves)
@@ -152,91 +168,21 @@ class SamplerPool:
         return curve
 
     def tell(self, config_id: str, epoch: int, loss: float) -> None:
-        """The configuration that ran ended at ``epoch`` with ``loss``: TPE learns that."""
-        from costtune.gp import COST_ATTR, EPOCHS_ATTR, CpuGPSampler
-
+        """The configuration that ran ended at ``epoch`` with ``loss``: the sampler learns that
+        (a NaN loss: a failed trial, which Optuna's samplers skip)."""
         curve = self._pending.pop(config_id)
-        attrs: dict[str, float] = {EPOCHS_ATTR: epoch}
-        seconds = curve.seconds_until(epoch) if 0 < epoch <= len(curve.epoch_seconds) else 0.0
-        if seconds > 0:
-            attrs[COST_ATTR] = seconds / epoch  # its seconds per epoch, as a sweep tags it
         value = loss if math.isfinite(loss) else None
+        trial_state = self._optuna.trial.TrialState
         self.study.add_trial(
             self._optuna.trial.create_trial(
                 params=self._params(curve),
                 distributions=self.space,
                 value=value,
-                state=self._optuna.trial.TrialState.COMPLETE
-                if value is not None
-                else self._optuna.trial.TrialState.FAIL,
-                user_attrs=attrs,
+                state=trial_state.COMPLETE if value is not None else trial_state.FAIL,
+                user_attrs=self._user_attrs(curve, epoch),
             )
         )
-        # as a sweep's searcher: once the hedge has switched, the process fits the full runs alone
-        if self.policy is not None and isinstance(self.study.sampler, CpuGPSampler):
-            self.study.sampler.forget_below(self.policy.searcher_min_epochs())
 
-
-class TpePool(SamplerPool):
-    """Optuna's univariate TPE over a pool, as a sweep's ``searcher: {type: optuna}`` runs it:
-    :class:`costtune.tpe.QuickTPESampler`, Optuna's proposals in a fraction of its ask.
-
-    Args:
-        curves: the pool.
-        seed: TPE's seed.
-        n_startup_trials: random proposals before TPE models (Optuna's default 10).
-    """
-
-    def __init__(self, curves: Sequence[Curve], seed: int = 0, n_startup_trials: int = 10) -> None:
-        from costtune.tpe import QuickTPESampler
-
-        super().__init__(curves, QuickTPESampler(seed=seed, n_startup_trials=n_startup_trials))
-
-
-class GpPool(SamplerPool):
-    """Optuna's Gaussian-process sampler over a pool: the searcher of costtune's default sweep
-    (``searcher: {type: gp}``, :func:`costtune.search.gp_sampler`).
-
-    Args:
-        curves: the pool.
-        seed: the sampler's seed.
-        n_startup_trials: random proposals before the process models (5, as a sweep's:
-            :data:`costtune.search.GP_STARTUP_TRIALS`).
-        value_transform: as a sweep's ``searcher.value_transform`` (default ``clip``).
-        fidelity_epochs: the sweep's ``max_epochs``, for a process over (configuration, epochs
-            run) (``CpuGPSampler(fidelity_epochs=...)``); None: over the configuration alone.
-        longest_min: the process fits the trials that ran as long as the n-th longest
-            (``CpuGPSampler(longest_min=n)``); None: every trial.
-        model_check: θ: TPE proposes whenever the process's leave-one-out ranking of its
-            trials falls below θ (``CpuGPSampler(model_check=θ)``; a sweep's
-            ``searcher.model_check``, by default :data:`costtune.config.MODEL_CHECK_DEFAULT`);
-            None: never.
-        cost_exponent: α > 0: the process proposes by expected improvement per unit of
-            cost^α, the cost each configuration's recorded seconds per epoch (a sweep's
-            ``searcher.cost_exponent``); 0: off.
-    """
-
-    def __init__(
-        self,
-        curves: Sequence[Curve],
-        seed: int = 0,
-        n_startup_trials: int | None = None,
-        value_transform: str | None = "clip",
-        fidelity_epochs: int | None = None,
-        longest_min: int | None = None,
-        model_check: float | None = MODEL_CHECK_DEFAULT,
-        cost_exponent: float = 0.0,
-    ) -> None:
-        from costtune.search import GP_STARTUP_TRIALS, gp_sampler
-
-        startup = GP_STARTUP_TRIALS if n_startup_trials is None else n_startup_trials
-        sampler = gp_sampler(
-            seed,
-            n_startup_trials=startup,
-            value_transform=value_transform,
-            fidelity_epochs=fidelity_epochs,
-            longest_min=longest_min,
-            model_check=model_check,
-            cost_exponent=cost_exponent,
-        )
-        super().__init__(curves, sampler)
+    def _user_attrs(self, curve: Curve, epoch: int) -> dict[str, Any]:
+        """What the told trial carries besides its value (the epochs it ran)."""
+        return {"epochs": epoch}

@@ -13,7 +13,6 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from costtune.curves import Curve
-from costtune.errors import ConfigError
 from costtune.policy import (
     AsyncHyperband,
     MarginalRoiStopping,
@@ -43,8 +42,6 @@ class ReplaySettings:
     hedge_judges: str = DEFAULTS.hedge_judges
     rung_checks: int = DEFAULTS.rung_checks
     searcher: str = "order"  # order | random | tpe | gp
-    gp_over_epochs: bool = False
-    gp_cost_exponent: float = 0.0
     seed: int = 0
     stopping: str = "none" if DEFAULTS.min_relative_roi is None else "relative"
     rho: float = DEFAULTS.min_relative_roi or 0.3
@@ -98,32 +95,16 @@ def policy_of(s: ReplaySettings, max_epochs: int, configurations: int) -> AsyncH
 
 def replay_pool(table: Sequence[Curve], s: ReplaySettings) -> Replay:
     """Replay ``table`` under ``s`` (raises :class:`ConfigError` in one line on a bad combination)."""
-    from costtune.pool import GpPool, OrderedPool, TpePool
+    from costtune.pool import OrderedPool, SamplerPool
 
-    if s.gp_over_epochs and s.searcher != "gp":
-        raise ConfigError(f"--gp-over-epochs: only --searcher gp models epochs, got --searcher {s.searcher}")
-    if s.gp_cost_exponent and s.searcher != "gp":
-        raise ConfigError(
-            "--gp-cost-exponent: only --searcher gp weighs its proposals by cost, "
-            f"got --searcher {s.searcher}"
-        )
     longest = max(c.epochs for c in table)
     policy = policy_of(s, longest, len(table))
     warmup = policy.warmup_trials if policy is not None else None
     pool: Any = (
-        TpePool(table, seed=s.seed)
-        if s.searcher == "tpe"
-        else GpPool(
-            table,
-            seed=s.seed,
-            fidelity_epochs=longest if s.gp_over_epochs and longest >= 2 else None,
-            cost_exponent=s.gp_cost_exponent,
-        )
-        if s.searcher == "gp"
+        SamplerPool(table, s.searcher, seed=s.seed)
+        if s.searcher in ("tpe", "gp")
         else OrderedPool(table, seed=s.seed if s.searcher == "random" else None)
     )
-    if not isinstance(pool, OrderedPool):
-        pool.policy = policy  # the GP forgets the rungs' losses once they are shown to mislead
     outlook = OutlookStopping(OutlookRule(longest, optimism=s.optimism)) if s.stopping == "outlook" else None
     relative = (
         MarginalRoiStopping(

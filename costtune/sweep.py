@@ -621,19 +621,15 @@ def _run(
     )
     resources = trial_resources(config)
     searcher = make_searcher(
-        config.searcher,
-        config.metric,
-        config.mode,
-        config.seed,
-        config.max_concurrent_trials,
-        max_epochs=config.max_epochs,
+        config.searcher, config.metric, config.mode, config.seed, config.max_concurrent_trials
     )
-    if isinstance(scheduler, CostAwareHyperBand) and isinstance(searcher, Searcher):
-        # the searcher compares trials at the rung (look-ahead) and forgets misleading rungs (hedge)
-        searcher = RungEstimates(searcher, scheduler, config.cost.time_field)
-    elif (config.searcher.over_epochs or config.searcher.cost_exponent) and isinstance(searcher, Searcher):
-        # the epochs each trial ran, which the stopper may cut short, and its seconds per epoch
-        searcher = RungEstimates(searcher, seconds_field=config.cost.time_field)
+    if (
+        isinstance(scheduler, CostAwareHyperBand)
+        and config.scheduler.lookahead
+        and isinstance(searcher, Searcher)
+    ):
+        # the searcher compares the trials the look-ahead stopped at the rung they were judged for
+        searcher = RungEstimates(searcher, scheduler)
     tuner = tune.Tuner(
         tune.with_resources(trainable, resources),
         param_space=param_space,

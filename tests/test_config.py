@@ -48,15 +48,21 @@ def test_defaults_are_the_documented_ones() -> None:
     assert config.stopping.min_relative_roi is None
     assert config.cost.accelerator == "A100" and config.cost.cost_model().prices["A100"] == 2.50
     assert config.searcher.type == "optuna" and config.searcher.n_startup_trials is None  # TPE: 10
-    assert config.searcher.value_transform == "clip"
-    from costtune import gp
+    assert set(SearcherConfig.model_fields) == {"type", "n_startup_trials", "points_to_evaluate"}
 
-    assert config.searcher.fast_ask_from == gp.FAST_ASK_FROM  # the sampler's, kept in one value
-    # a saved config holds every field: the default read back beside another searcher is fine
-    assert SearcherConfig(type="optuna", value_transform="clip").type == "optuna"
-    assert config.searcher.model_check == 0.4  # TPE proposes where the GP cannot rank its trials
-    assert SearcherConfig(type="optuna", model_check=0.4).type == "optuna"
-    assert SearcherConfig(type="optuna", model_check=None).model_check is None  # "no check" fits any
+
+def test_a_run_saved_with_the_gp_searchers_former_options_at_their_defaults_still_reads() -> None:
+    """Runs saved before the gp searcher became Optuna's own hold its former options at their
+    defaults in config.yaml: those read (and are dropped); set to anything else, one line names
+    the option."""
+    from costtune.config import REMOVED_SEARCHER_FIELDS
+
+    saved = {"type": "gp", **REMOVED_SEARCHER_FIELDS}
+    assert SearcherConfig(**saved) == SearcherConfig(type="gp")
+    with pytest.raises(
+        ValueError, match=r"searcher\.over_epochs: removed; the gp searcher is Optuna's GPSampler"
+    ):
+        SearcherConfig(type="gp", over_epochs=True)
 
 
 @pytest.mark.parametrize(
@@ -70,36 +76,8 @@ def test_defaults_are_the_documented_ones() -> None:
         ),
         ({"searcher": {"type": "bohb"}}, "searcher.type: input should be"),
         (
-            {"searcher": {"type": "gp", "value_transform": "log"}},
-            "searcher.value_transform: input should be 'clip', 'rank' or 'none', got 'log'",
-        ),
-        (
-            {"searcher": {"type": "optuna", "value_transform": "rank"}},
-            "searcher.value_transform: only the gp searcher warps its values, got type optuna",
-        ),
-        (
-            {"searcher": {"type": "gp", "fast_ask_from": -1}},
-            "searcher.fast_ask_from: input should be greater than or equal to 0, got -1",
-        ),
-        (
-            {"searcher": {"type": "hyperopt", "fast_ask_from": 0}},
-            "searcher.fast_ask_from: only the gp searcher has a fast ask, got type hyperopt",
-        ),
-        (
-            {"searcher": {"type": "optuna", "over_epochs": True}},
-            "searcher.over_epochs: only the gp searcher models epochs, got type optuna",
-        ),
-        (
-            {"searcher": {"type": "gp", "model_check": 1.5}},
-            "searcher.model_check: input should be less than or equal to 1, got 1.5",
-        ),
-        (
-            {"searcher": {"type": "optuna", "model_check": 0.2}},
-            "searcher.model_check: only the gp searcher checks its model, got type optuna",
-        ),
-        (
-            {"searcher": {"type": "gp", "over_epochs": "sometimes"}},
-            "searcher.over_epochs: input should be a valid boolean",
+            {"searcher": {"type": "gp", "model_check": 0.2}},
+            "searcher.model_check: removed; the gp searcher is Optuna's GPSampler as shipped",
         ),
         ({"max_epochs": -3}, "max_epochs: input should be greater than or equal to 1, got -3"),
         ({"num_samples": "many"}, "num_samples: input should be a valid integer"),

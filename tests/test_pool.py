@@ -17,7 +17,7 @@ from costtune.curves import Curve, curves_from_frame
 from costtune.errors import ConfigError
 from costtune.policy import AsyncHyperband, OutlookRule, OutlookStopping, StopReason
 from costtune.policy.defaults import DEFAULTS
-from costtune.pool import GpPool, OrderedPool, TpePool, distance, infer_space
+from costtune.pool import OrderedPool, SamplerPool, distance, infer_space
 from costtune.simulate import simulate
 
 
@@ -49,7 +49,7 @@ def test_space_is_inferred_from_the_pool() -> None:
 
 def test_tpe_is_told_the_configuration_that_actually_ran() -> None:
     pool = _pool()
-    searcher = TpePool(pool, seed=3)
+    searcher = SamplerPool(pool, "tpe", seed=3)
     sim = simulate(
         [], AsyncHyperband(20, 2, 3), max_epochs=20, next_curve=searcher.ask, on_trial_end=searcher.tell
     )
@@ -66,23 +66,19 @@ def test_tpe_is_told_the_configuration_that_actually_ran() -> None:
         assert trial.value == pytest.approx(ended[trial.params["lr"]])
 
 
-def test_tpe_pool_replays_the_sweeps_tpe_and_proposes_as_optunas_own() -> None:
-    """The replay's TPE is the sweep's (``QuickTPESampler``): over the same pool, with the same
-    seed, the same configurations in the same order as Optuna's own univariate TPESampler."""
-    from costtune.pool import SamplerPool
-    from costtune.tpe import QuickTPESampler
+def test_the_pools_samplers_are_the_sweeps() -> None:
+    """The replay's searchers are a sweep's, as shipped: ``tpe`` Optuna's univariate TPE with
+    10 start-up trials, ``gp`` its Gaussian process with 5; another sampler may be passed in."""
+    from costtune.search import GP_STARTUP_TRIALS
 
-    pool = _pool(n=80)
-    quick = TpePool(pool, seed=5)
-    assert type(quick.study.sampler) is QuickTPESampler
-    optunas = SamplerPool(pool, optuna.samplers.TPESampler(seed=5, multivariate=False))
-    orders = []
-    for searcher in (quick, optunas):
-        sim = simulate(
-            [], AsyncHyperband(20, 2, 3), max_epochs=20, next_curve=searcher.ask, on_trial_end=searcher.tell
-        )
-        orders.append([e.config_id for e in sim.epochs])
-    assert len(set(orders[0])) == 80 and orders[0] == orders[1]
+    pool = _pool(n=20)
+    tpe, gp = SamplerPool(pool, "tpe", seed=5).study.sampler, SamplerPool(pool, "gp", seed=5).study.sampler
+    assert type(tpe) is optuna.samplers.TPESampler and tpe._multivariate is False
+    assert type(gp) is optuna.samplers.GPSampler and gp._n_startup_trials == GP_STARTUP_TRIALS
+    other = optuna.samplers.RandomSampler(seed=1)
+    assert SamplerPool(pool, sampler=other).study.sampler is other
+    with pytest.raises(ConfigError, match="--searcher: 'bohb' is not an Optuna sampler"):
+        SamplerPool(pool, "bohb")
 
 
 def test_tpe_over_the_pool_finds_good_configurations_sooner_than_random_order() -> None:
@@ -90,7 +86,10 @@ def test_tpe_over_the_pool_finds_good_configurations_sooner_than_random_order() 
     target = sorted(c.val_loss[-1] for c in pool)[3]  # the 4th-best final loss
     costs = {"random": [], "tpe": []}
     for seed in range(5):
-        for name, searcher in (("random", OrderedPool(pool, seed=seed)), ("tpe", TpePool(pool, seed=seed))):
+        for name, searcher in (
+            ("random", OrderedPool(pool, seed=seed)),
+            ("tpe", SamplerPool(pool, "tpe", seed=seed)),
+        ):
             sim = simulate(
                 [],
                 AsyncHyperband(20, 2, 3),
@@ -106,7 +105,7 @@ def test_tpe_over_the_pool_finds_good_configurations_sooner_than_random_order() 
 @pytest.mark.parametrize("kind", ["tpe", "gp"])
 def test_each_proposal_runs_the_nearest_unused_recorded_configuration(kind) -> None:
     pool = _pool(n=40)
-    searcher = TpePool(pool, seed=2) if kind == "tpe" else GpPool(pool, seed=2)
+    searcher = SamplerPool(pool, "tpe", seed=2) if kind == "tpe" else SamplerPool(pool, "gp", seed=2)
     unused = {c.config_id: c for c in pool}
     for _ in range(25):
         curve = searcher.ask()
@@ -124,7 +123,10 @@ def test_the_gaussian_process_over_the_pool_finds_good_configurations_sooner_tha
     target = sorted(c.val_loss[-1] for c in pool)[3]  # the 4th-best final loss
     costs: dict[str, list] = {"random": [], "gp": []}
     for seed in range(3):
-        for name, searcher in (("random", OrderedPool(pool, seed=seed)), ("gp", GpPool(pool, seed=seed))):
+        for name, searcher in (
+            ("random", OrderedPool(pool, seed=seed)),
+            ("gp", SamplerPool(pool, "gp", seed=seed)),
+        ):
             reached = []
 
             def ask(searcher=searcher, reached=reached):  # stop asking once a trial reached it
@@ -146,9 +148,9 @@ def test_same_seed_same_replay_and_another_seed_another() -> None:
 
     def log(searcher_seed: int, kind: str) -> tuple:
         searcher = (
-            TpePool(pool, seed=searcher_seed)
+            SamplerPool(pool, "tpe", seed=searcher_seed)
             if kind == "tpe"
-            else GpPool(pool, seed=searcher_seed)
+            else SamplerPool(pool, "gp", seed=searcher_seed)
             if kind == "gp"
             else OrderedPool(pool, seed=searcher_seed)
         )
@@ -214,8 +216,6 @@ def test_replay_cli_with_searcher_stopping_budget_and_seed(tmp_path) -> None:
     data = json.loads(first.output)
     assert data["settings"] == {
         "searcher": "tpe",
-        "gp_over_epochs": None,
-        "gp_cost_exponent": None,
         "seed": 4,
         "stopping": "outlook",
         "rho": None,
@@ -274,101 +274,9 @@ def _flat_then_best(n: int = 120, epochs: int = 12) -> list[Curve]:
     return out
 
 
-def test_once_the_hedge_switches_the_gp_pool_proposes_from_the_full_runs_alone() -> None:
-    """A replay's GP pool that follows its policy (as ``costtune replay`` sets it): each told
-    trial carries its epochs, and once a full run the first rung would have pruned is the best
-    (the hedge switches), the process forgets the flat losses the rung stopped the late droppers
-    at. In the 10 trials after the switch it proposes late droppers (x ≥ 0.6) at least 7 times in
-    each of 6 seeds; the same pool not following the policy, led by those losses, proposes them
-    in about half as many over the 6 (0–2 times in 3 of them: 9, 10, 0, 7, 0, 1 when written)."""
-    from costtune.gp import EPOCHS_ATTR
-
-    curves = _flat_then_best()
-    late: dict[bool, list[int]] = {False: [], True: []}
-    for seed in range(6):
-        for follow in (False, True):
-            policy = AsyncHyperband(12, 2, 3, 1, escalate=True, hedge=True)
-            pool = GpPool(curves, seed=seed)
-            pool.policy = policy if follow else None
-            ran: list[Curve] = []
-
-            def ask(pool=pool, ran=ran, policy=policy) -> Curve | None:
-                if policy.switched_at is not None and len(ran) >= policy.switched_at + 10:
-                    return None  # enough seen past the switch
-                curve = pool.ask()
-                ran.extend([curve] if curve is not None else [])
-                return curve
-
-            simulate([], policy, max_epochs=12, next_curve=ask, on_trial_end=pool.tell)
-            assert policy.switched and policy.switched_at is not None
-            after = ran[policy.switched_at : policy.switched_at + 10]
-            late[follow].append(sum(c.hyperparameters["x"] >= 0.6 for c in after))
-            told = [t.user_attrs[EPOCHS_ATTR] for t in pool.study.trials if t.state.name == "COMPLETE"]
-            assert len(told) == len(ran) and set(told) <= {2, 6, 12} and 12 in told
-            assert pool.study.sampler._min_epochs == (12 if follow else None)
-    assert min(late[True]) >= 7 and sum(late[True]) >= sum(late[False]) + 15, late
-
-
-def _priced_pool(n: int = 80, epochs: int = 6) -> list[Curve]:
-    """Curves whose loss is set by |y − 0.5| and falls a little with x, where x > 0.5 takes 100
-    times longer per epoch."""
-    rng = np.random.default_rng(5)
-    out = []
-    for i in range(n):
-        x, y = float(rng.uniform()), float(rng.uniform())
-        losses = np.array([0.2 + (y - 0.5) ** 2 - 0.05 * x + 1.0 / e for e in range(1, epochs + 1)])
-        out.append(
-            Curve(f"p{i}", {"x": x, "y": y}, losses, np.full(epochs, 6000.0 if x > 0.5 else 60.0), 1.0)
-        )
-    return out
-
-
-def test_the_gp_pool_per_unit_of_cost_tags_recorded_seconds_and_proposes_cheap_configurations(
-    tmp_path,
-) -> None:
-    """``GpPool(cost_exponent=1)`` (``costtune replay --gp-cost-exponent 1``): each told trial
-    carries its recorded seconds per epoch over the epochs it ran; past the start-up the
-    process proposes configurations that are cheap per epoch where the loss tells them little
-    apart (8 of the 10 asks after the tenth), and the plain process follows the small gain into
-    the dear ones (5 of 10 cheap). The replay's flag is seeded, said in the JSON,
-    and refused with another searcher in one line."""
-    from costtune.gp import COST_ATTR
-
-    cheap: dict[float, int] = {}
-    for alpha in (0.0, 1.0):
-        pool = GpPool(_priced_pool(), seed=1, cost_exponent=alpha)
-        chosen = []
-        for _ in range(20):
-            curve = pool.ask()
-            assert curve is not None
-            chosen.append(curve)
-            pool.tell(curve.config_id, 3, float(curve.val_loss[2]))
-        told = [t.user_attrs[COST_ATTR] for t in pool.study.trials if t.state.name == "COMPLETE"]
-        assert told == [float(c.epoch_seconds[0]) for c in chosen]
-        cheap[alpha] = sum(c.hyperparameters["x"] <= 0.5 for c in chosen[10:])
-    assert cheap[1.0] >= 8 and cheap[1.0] >= cheap[0.0] + 3, cheap
-    path = tmp_path / "priced.csv"
-    _table(_priced_pool()).to_csv(path, index=False)
-    args = ["replay", str(path), "--grace-epochs", "2", "--eta", "3", "--json"]
-    runs = [
-        CliRunner().invoke(main, [*args, "--searcher", "gp", *extra])
-        for extra in (["--gp-cost-exponent", "1"],) * 2
-    ]
-    assert runs[0].exit_code == 0, runs[0].output
-    assert json.loads(runs[0].output) == json.loads(runs[1].output)
-    assert json.loads(runs[0].output)["settings"]["gp_cost_exponent"] == 1.0
-    refused = CliRunner().invoke(main, [*args, "--searcher", "tpe", "--gp-cost-exponent", "0.5"])
-    assert refused.exit_code == 2
-    assert (
-        refused.output.strip()
-        .splitlines()[-1]
-        .endswith("--gp-cost-exponent: only --searcher gp weighs its proposals by cost, got --searcher tpe")
-    )
-
-
 def test_replay_with_the_gp_says_when_it_switched_to_full_runs_and_what_the_searcher_did(tmp_path) -> None:
     """`costtune replay --searcher gp` over the same curves: one line says after how many trials
-    every trial ran in full and that the searcher modelled the full runs alone; the JSON's
+    every trial ran in full; the JSON's
     ``escalation.full_runs_after_trials`` gives the count."""
     rows = [
         {
@@ -393,5 +301,5 @@ def test_replay_with_the_gp_says_when_it_switched_to_full_runs_and_what_the_sear
     assert text.exit_code == 0
     assert (
         f"full runs: after {switched} trials a trial the first rung would have pruned was the best; every "
-        "later trial ran in full, and the searcher modelled the full runs alone"
+        "later trial ran in full"
     ) in " ".join(text.output.split())

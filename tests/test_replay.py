@@ -867,10 +867,9 @@ def test_the_hedge_in_a_ray_sweep_runs_flat_starts_in_full_and_switches_like_the
     assert all(without[c] == 2 for c in ran if c >= "c09")
 
 
-def test_replay_cli_gp_over_epochs_is_seeded_said_and_refused_without_the_gp(tmp_path) -> None:
-    """``costtune replay --searcher gp --gp-over-epochs``: the GP over (configuration, epochs
-    run), as a sweep's ``searcher.over_epochs``; the same seed gives the same replay, the JSON
-    says which, and the flag with another searcher is refused in one line, exit 2."""
+def test_replay_cli_gp_is_seeded_and_a_removed_gp_option_is_refused(tmp_path) -> None:
+    """``costtune replay --searcher gp``: Optuna's GPSampler over the pool; the same seed gives
+    the same replay, and a removed option (``--gp-over-epochs``) is refused with exit 2."""
     import numpy as np
 
     rng = np.random.default_rng(0)
@@ -884,34 +883,14 @@ def test_replay_cli_gp_over_epochs_is_seeded_said_and_refused_without_the_gp(tmp
     frame["hp.lr"] = frame["config_id"].map(hp)  # one value per configuration
     path = tmp_path / "curves.csv"
     frame.to_csv(path, index=False)
-
-    def run(*extra: str) -> CliRunner:
-        args = [
-            "replay",
-            str(path),
-            "--grace-epochs",
-            "2",
-            "--eta",
-            "3",
-            "--searcher",
-            "gp",
-            "--json",
-            *extra,
-        ]
-        return CliRunner().invoke(main, args)
-
-    over, again, plain = run("--gp-over-epochs"), run("--gp-over-epochs"), run()
-    assert over.exit_code == again.exit_code == plain.exit_code == 0, over.output
-    assert json.loads(over.output) == json.loads(again.output)
-    assert json.loads(over.output)["settings"]["gp_over_epochs"] is True
-    assert json.loads(plain.output)["settings"]["gp_over_epochs"] is False
-    refused = CliRunner().invoke(main, ["replay", str(path), "--searcher", "tpe", "--gp-over-epochs"])
-    assert refused.exit_code == 2
-    assert (
-        refused.output.strip()
-        .splitlines()[-1]
-        .endswith("--gp-over-epochs: only --searcher gp models epochs, got --searcher tpe")
-    )
+    args = ["replay", str(path), "--grace-epochs", "2", "--eta", "3", "--searcher", "gp", "--json"]
+    first, again = CliRunner().invoke(main, args), CliRunner().invoke(main, args)
+    assert first.exit_code == again.exit_code == 0, first.output
+    assert json.loads(first.output) == json.loads(again.output)
+    other = CliRunner().invoke(main, [*args, "--seed", "1"])
+    assert json.loads(other.output)["settings"]["seed"] == 1
+    refused = CliRunner().invoke(main, [*args, "--gp-over-epochs"])
+    assert refused.exit_code == 2 and "--gp-over-epochs" in refused.output
 
 
 @pytest.mark.ray

@@ -443,20 +443,20 @@ def test_a_resume_refuses_a_config_edited_away_from_the_searcher_that_ran(small_
     edited = {**config, "searcher": {**config["searcher"], "n_startup_trials": 5}}
     (run / "config.yaml").write_text(yaml.safe_dump(edited))
     assert "config.yaml: searcher.n_startup_trials is 5, but the sweep ran with 3" in resume()
-    edited = {**config, "searcher": {"type": "gp", "over_epochs": True}}
+    edited = {**config, "searcher": {"type": "gp"}}
     (run / "config.yaml").write_text(yaml.safe_dump(edited))
     said = resume()
     assert "searcher.type is 'gp', but the sweep ran with 'optuna'" in said
-    assert "also differ: searcher.n_startup_trials, searcher.over_epochs" in said
+    assert "also differ: searcher.n_startup_trials)" in said
     # recorded before the searcher was, or before a field existed: not checked / not compared
     older = tmp_path / "older.json"
     older.write_text(json.dumps({"config_dir": None}))
     check_searcher_record(parse_config(edited), older)
     older.write_text(
-        json.dumps({"config_dir": None, "searcher": {**source["searcher"], "over_epochs": None}})
+        json.dumps({"config_dir": None, "searcher": {**source["searcher"], "value_transform": "clip"}})
     )
     older_record = json.loads(older.read_text())
-    del older_record["searcher"]["over_epochs"]
+    del older_record["searcher"]["points_to_evaluate"]
     older.write_text(json.dumps(older_record))
     check_searcher_record(parse_config({**config, "searcher": {**config["searcher"]}}), older)
     # a source.json cut by a crash or a hand: named, not a traceback

@@ -295,17 +295,13 @@ def test_a_user_module_beside_the_config_is_found_without_pythonpath(
     )
 
 
-@pytest.mark.parametrize("over_epochs", [False, True])
-def test_a_sweep_with_the_gp_searcher(ray_session, tmp_path, over_epochs) -> None:
+def test_a_sweep_with_the_gp_searcher(ray_session, tmp_path) -> None:
     """``searcher: {type: gp}`` end to end: Optuna's Gaussian process asked and told by a real
     sweep; every trial it proposed is told its final loss (read back from its saved state); the
-    two ``points_to_evaluate`` run first, as given. With ``over_epochs`` the process models the
-    epochs each trial ran (tagged on its Optuna trial) up to the sweep's max_epochs."""
+    two ``points_to_evaluate`` run first, as given."""
     import pickle
 
     import optuna
-
-    from costtune.gp import EPOCHS_ATTR
 
     config = {
         **QUADRATIC,
@@ -317,22 +313,18 @@ def test_a_sweep_with_the_gp_searcher(ray_session, tmp_path, over_epochs) -> Non
             "type": "gp",
             "n_startup_trials": 2,
             "points_to_evaluate": [{"x": 0.3}, {"x": 0.95}],
-            "over_epochs": over_epochs,
         },
     }
     result = run_sweep(parse_config(config), tmp_path / "run")
     frame = result.trials.set_index("trial_id")
     assert len(frame) == 5 and (frame["epochs"] == 2).all()
     state = pickle.loads(sorted((tmp_path / "run" / "ray").glob("searcher-state-*.pkl"))[-1].read_bytes())
-    assert isinstance(state["_sampler"], optuna.samplers.GPSampler)
+    assert type(state["_sampler"]) is optuna.samplers.GPSampler
     study = state["_ot_study"]
     told = sorted(t.value for t in study.trials)
     assert told == pytest.approx(sorted(frame["last_loss"]))
     assert [t.params["x"] for t in study.trials[:2]] == [0.3, 0.95]
     assert {0.3, 0.95} <= set(frame["hp.x"])
-    assert state["_sampler"]._fidelity_epochs == (2 if over_epochs else None)
-    # fifo: only the process over epochs needs them told (a hyperband sweep tells them always)
-    assert [t.user_attrs.get(EPOCHS_ATTR) for t in study.trials] == [2 if over_epochs else None] * 5
 
 
 def test_two_sweeps_started_in_one_second_keep_their_trials_apart(ray_session, tmp_path, monkeypatch) -> None:

@@ -18,13 +18,13 @@ import optuna._gp.prior as _prior
 import torch
 from optuna.samplers._gp import sampler as _gp_module
 from optuna.trial import TrialState
+from optuna_forks.tpe import QuickTPESampler
 from scipy.linalg import solve_triangular as _solve_triangular  # type: ignore[import-untyped]
 from scipy.linalg.lapack import dtrtri as _dtrtri  # type: ignore[import-untyped]
 from scipy.special import erfc as _erfc  # type: ignore[import-untyped]
 from scipy.special import erfcx as _erfcx
 
 from costtune.policy.hyperband import nth_longest
-from costtune.tpe import QuickTPESampler
 
 _SQRT_HALF, _INV_SQRT_2PI = math.sqrt(0.5), 1 / math.sqrt(2 * math.pi)
 _SQRT_HALF_PI, _LOG_SQRT_2PI = math.sqrt(0.5 * math.pi), math.log(math.sqrt(2 * math.pi))
