@@ -307,7 +307,7 @@ def curve_findings(
                 f"moved from their first epoch's {metric} (median stop at epoch {flat[len(flat) // 2]}): "
                 "where curves start flat (a warm-up, a small learning rate) they were judged before they "
                 "moved, and the configurations that end best may be among them; raise "
-                "scheduler.grace_epochs and stopping.min_epochs past the flat stretch, or run "
+                "scheduler.grace_epochs past the flat stretch, or run "
                 "scheduler.type: fifo",
             )
         )

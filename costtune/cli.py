@@ -19,7 +19,6 @@ import click
 
 from costtune.errors import ConfigError, CosttuneError
 from costtune.policy.defaults import DEFAULTS
-from costtune.policy.hyperband import MISRANK_MIN
 
 EXIT_FAILED = 1
 EXIT_USAGE = 2
@@ -445,11 +444,6 @@ def _print_estimate(est: Any) -> None:
     click.echo(
         f"{'expected':10}{est.expected_epochs:>12,.0f}{est.expected_device_hours:>12,.4g}{usd(est.expected_cost_usd):>14}"
     )
-    if est.stalled_epochs is not None:
-        click.echo(
-            f"{'stalled':10}{est.stalled_epochs:>12,.0f}{est.stalled_device_hours:>12,.4g}"
-            f"{usd(est.stalled_cost_usd):>14}   (at most, should escalation open every bracket)"
-        )
     click.echo(
         f"{'worst':10}{est.worst_epochs:>12,.0f}{est.worst_device_hours:>12,.4g}{usd(est.worst_cost_usd):>14}"
     )
@@ -637,68 +631,6 @@ def watch_idle(
 @click.option("--eta", type=click.IntRange(min=2), default=DEFAULTS.eta, show_default=True)
 @click.option("--brackets", type=click.IntRange(min=1), default=DEFAULTS.brackets, show_default=True)
 @click.option(
-    "--promotion",
-    type=click.Choice(["cost_share", "loss", "pareto"]),
-    default=DEFAULTS.promotion,
-    show_default=True,
-)
-@click.option(
-    "--keep",
-    type=click.Choice(["ceil", "floor"]),
-    default=DEFAULTS.keep,
-    show_default=True,
-    help="ceil: ⌈n/eta⌉ of a rung go on; floor: max(1, ⌊n/eta⌋).",
-)
-@click.option(
-    "--lookahead",
-    type=click.IntRange(min=0),
-    default=DEFAULTS.lookahead or 0,
-    show_default=True,
-    help="m: between rungs, stop a trial at least as bad as m trials that were behind every trial "
-    "in the next rung's cut at the same epoch (0: off).",
-)
-@click.option(
-    "--warmup-trials",
-    type=click.IntRange(min=0),
-    default=DEFAULTS.warmup_trials or 0,
-    show_default=True,
-    help="w: the first rung promotes nobody until it holds w trials (0: off).",
-)
-@click.option(
-    "--escalate/--no-escalate",
-    default=DEFAULTS.escalate,
-    show_default=True,
-    help="when the replay stalls (as many dollars since the best last improved as before it, and "
-    "eta² trials since), or the trials the first rung kept reverse their order at the second "
-    f"({MISRANK_MIN} or more, "
-    "Kendall's tau <= 0), every bracket that fits opens, as a sweep's scheduler.escalate.",
-)
-@click.option(
-    "--hedge/--no-hedge",
-    default=DEFAULTS.hedge,
-    show_default=True,
-    help="with --escalate: a stall also opens Hyperband's bracket without rungs, the stopping rule waits "
-    "for a later bracket's first rung, and once a later bracket's trial (see --hedge-judges) the first "
-    "rung would have pruned is the best every new trial is a full run, as a sweep's scheduler.hedge.",
-)
-@click.option(
-    "--hedge-judges",
-    type=click.Choice(["full_runs", "every_bracket"]),
-    default=DEFAULTS.hedge_judges,
-    show_default=True,
-    help="with --hedge: whose losses at the first rung's epoch test the rung for the switch: every "
-    "later bracket's trials, or the full runs' alone, as a sweep's scheduler.hedge_judges.",
-)
-@click.option(
-    "--rung-checks",
-    type=click.IntRange(min=0),
-    default=DEFAULTS.rung_checks,
-    show_default=True,
-    help="c: the first rung checks itself, as a sweep's scheduler.rung_checks: a trial it prunes while "
-    "still falling fast runs on as a probe; one that beats every promoted trial at the same epoch opens "
-    "every bracket; after c probes that do not, nothing more is probed (0: off).",
-)
-@click.option(
     "--searcher",
     type=click.Choice(["order", "random", "tpe", "gp"]),
     default="order",
@@ -707,31 +639,6 @@ def watch_idle(
     "default searcher), gp: Optuna's Gaussian process, each proposing among the recorded configurations.",
 )
 @click.option("--seed", type=int, default=0, show_default=True, help="for --searcher random, tpe and gp")
-@click.option(
-    "--stopping",
-    type=click.Choice(["relative", "expected", "outlook", "none"]),
-    default="none" if DEFAULTS.min_relative_roi is None else "relative",
-    show_default=True,
-    help="relative: stop a trial whose dollars buy less than --rho × what the sweep's bought (a "
-    "sweep's stopping.min_relative_roi); expected: the same, judged by its expected gain to the last "
-    "epoch per dollar (a curve model learned on the trials that got there); outlook: stop a trial "
-    "whose optimistic curve cannot beat the best so far.",
-)
-@click.option(
-    "--rho",
-    type=click.FloatRange(min=0),
-    default=DEFAULTS.min_relative_roi or 0.3,
-    show_default=True,
-    help="for relative and expected",
-)
-@click.option(
-    "--noise-aware/--no-noise-aware",
-    default=DEFAULTS.noise_aware,
-    show_default=True,
-    help="for relative: a stop waits while the trial's epoch noise is too large for its last window to "
-    "measure the gain that matters, as a sweep's stopping.noise_aware.",
-)
-@click.option("--optimism", type=click.FloatRange(min=0), default=1.0, show_default=True, help="for outlook")
 @click.option(
     "--budget", type=click.FloatRange(min=0, min_open=True), default=None, help="USD for the replay."
 )
@@ -759,20 +666,8 @@ def replay(
     grace_epochs: int,
     eta: int,
     brackets: int | None,
-    promotion: str,
-    keep: str,
-    lookahead: int,
-    warmup_trials: int | None,
-    escalate: bool,
-    hedge: bool,
-    hedge_judges: str,
-    rung_checks: int,
     searcher: str,
     seed: int,
-    stopping: str,
-    rho: float,
-    noise_aware: bool,
-    optimism: float,
     budget: float | None,
     workers: int,
     price: float | None,
@@ -785,8 +680,8 @@ def replay(
     costtune run directory.
 
     Replays CURVES on a simulated clock twice: as recorded (each configuration in file order
-    to its last recorded epoch) and under costtune (the scheduler, stopping rule, searcher
-    and budget given here, choosing only among the recorded configurations). A curve that
+    to its last recorded epoch) and under costtune (the rungs, searcher and budget given
+    here, choosing only among the recorded configurations). A curve that
     ends before the longest one was stopped when it was recorded: it is never taken as
     finished. The same seed gives the same replay. A run directory is replayed with its own
     trials' curves, metered seconds and prices, and its best metric (as a loss) as the target.
@@ -829,20 +724,8 @@ def replay(
             grace_epochs=grace_epochs,
             eta=eta,
             brackets=brackets,
-            promotion=promotion,
-            keep=keep,
-            lookahead=lookahead,
-            warmup_trials=warmup_trials,
-            escalate=escalate,
-            hedge=hedge,
-            hedge_judges=hedge_judges,
-            rung_checks=rung_checks,
             searcher=searcher,
             seed=seed,
-            stopping=stopping,
-            rho=rho,
-            noise_aware=noise_aware,
-            optimism=optimism,
             budget=budget,
             workers=workers,
             price=price,
@@ -850,12 +733,7 @@ def replay(
         replayed = replay_pool(table, chosen)
     except ConfigError as exc:
         _fail(str(exc), EXIT_USAGE)
-    policy, costtune_run, longest, warmup = (
-        replayed.policy,
-        replayed.simulation,
-        replayed.longest,
-        replayed.warmup,
-    )
+    costtune_run, longest = replayed.simulation, replayed.longest
     recorded = simulate(table, None, workers=workers, usd_per_device_hour=price, max_epochs=longest)
     finished = [c.val_loss[-1] for c in table if c.epochs == longest]
     goal = target
@@ -863,7 +741,7 @@ def replay(
         goal = recorded_from.best_loss  # the run's own best
     if goal is None:
         goal = recorded.best_loss if target_at == "any" or not finished else float(min(finished))
-    label = f"costtune ({scheduler}, {searcher}{'' if stopping == 'none' else ', ' + stopping})"
+    label = f"costtune ({scheduler}, {searcher})"
     rows = {"recorded": recorded, "costtune": costtune_run}
     data = {
         name: {
@@ -878,33 +756,15 @@ def replay(
         for name, sim in rows.items()
     }
     settings = {
+        "scheduler": scheduler,
+        "grace_epochs": grace_epochs if scheduler == "hyperband" else None,
+        "eta": eta if scheduler == "hyperband" else None,
+        "brackets": brackets if scheduler == "hyperband" else None,
         "searcher": searcher,
         "seed": seed,
-        "stopping": stopping,
-        "rho": rho if stopping == "relative" else None,
-        "noise_aware": noise_aware if stopping == "relative" else None,
         "budget_usd": budget,
-        "keep": keep,
-        "lookahead": lookahead or None,
-        "warmup_trials": warmup if scheduler == "hyperband" else None,
-        "escalate": escalate if scheduler == "hyperband" else None,
-        "rung_checks": rung_checks if scheduler == "hyperband" else None,
-        "hedge": hedge and escalate if scheduler == "hyperband" else None,
-        "hedge_judges": hedge_judges if scheduler == "hyperband" and hedge and escalate else None,
     }
     notes = costtune_run.findings(longest)  # what its own curves say of its decisions
-    opened = policy.opened_by if policy is not None else None
-    escalation = (
-        {
-            "opened_by": opened,
-            "after_trials": policy.opened_at,
-            "of_trials": len(costtune_run.stopped_at),
-            # the hedge: from this trial on every new trial ran in full (the GP modelled the full runs alone)
-            "full_runs_after_trials": policy.switched_at,
-        }
-        if opened and policy is not None
-        else None
-    )
     if as_json:
         found = [f.to_dict() for f in notes]
         doc = {
@@ -912,7 +772,6 @@ def replay(
             "target_at": target_at,
             "settings": settings,
             "runs": data,
-            "escalation": escalation,
             "findings": found,
         }
         click.echo(json.dumps(doc, indent=2))
@@ -938,26 +797,8 @@ def replay(
         )
     saved = 1 - costtune_run.total_usd / recorded.total_usd if recorded.total_usd else 0.0
     click.echo(f"saved: {saved:.0%} of the recorded cost" + _short_of(data, goal))
-    if escalation is not None:
-        click.echo(
-            f"escalation: every bracket opened after {escalation['after_trials']} of "
-            f"{escalation['of_trials']} trials ({_OPENED_BY[str(opened)]})"
-        )
-        if escalation["full_runs_after_trials"] is not None:
-            click.echo(
-                f"full runs: after {escalation['full_runs_after_trials']} trials a trial the first rung "
-                "would have pruned was the best; every later trial ran in full"
-            )
     for f in notes:
         click.echo(f"note: {f.message}")
-
-
-#: what each ``AsyncHyperband.opened_by`` says, for ``costtune replay``'s escalation line
-_OPENED_BY = {
-    "stall": "the sweep stalled: as many dollars since its best last improved as before",
-    "misranked": "the trials the first rung kept reversed their order at the second",
-    "rung check": "a trial the first rung pruned beat every trial it kept",
-}
 
 
 def _short_of(runs: dict[str, dict[str, Any]], goal: float) -> str:

@@ -30,7 +30,6 @@ from pydantic import (
 from costtune.cost import CostModel, canonical_device, is_known_device
 from costtune.errors import ConfigError
 from costtune.policy.defaults import DEFAULTS
-from costtune.policy.hyperband import MISRANK_MIN, auto_warmup_trials
 
 
 def _shipped(installed: str, in_repository: str) -> Path:
@@ -152,16 +151,75 @@ class ParamSpec(_Strict):
         return self
 
 
-#: searcher fields earlier versions had (the Gaussian-process searcher's own options), with the
-#: value every run they saved holds unless a user set it: a saved config holding that value
-#: still reads; anything else is refused, naming the field
-REMOVED_SEARCHER_FIELDS: dict[str, Any] = {
-    "value_transform": "clip",
-    "fast_ask_from": 200,
-    "over_epochs": False,
-    "cost_exponent": 0.0,
-    "model_check": 0.4,
+#: options earlier versions had, by section, each with the value it held unless a user set it.
+#: Each was dropped because it did not earn its place on every family of curves
+#: (benchmarks/RESULTS.md) or was a faster copy of Optuna's sampler. A config holding that
+#: value still reads (a saved run holds every field); a new config setting anything else is
+#: refused in one line (:func:`drop_removed`).
+REMOVED_FIELDS: dict[str, dict[str, Any]] = {
+    "searcher": {
+        "value_transform": "clip",
+        "fast_ask_from": 200,
+        "over_epochs": False,
+        "cost_exponent": 0.0,
+        "model_check": 0.4,
+    },
+    "scheduler": {
+        "promotion": "loss",
+        "keep": "floor",
+        "lookahead": None,
+        "warmup_trials": None,
+        "escalate": False,
+        "hedge": False,
+        "hedge_judges": "every_bracket",
+        "rung_checks": 0,
+        "resample_probability": 0.25,
+        "pbt_key": "loss",
+    },
+    "stopping": {
+        "min_delta": 0.0,
+        "min_slope_per_device_hour": None,
+        "min_relative_roi": None,
+        "spare_best": True,
+        "expected_gain": False,
+        "noise_aware": True,
+        "window_epochs": 5,
+        "min_epochs": 5,
+        "sweep_window_epochs": 50,
+        "outlook": None,
+    },
 }
+
+
+def drop_removed(raw: dict[str, Any], saved: bool = False) -> tuple[dict[str, Any], list[str]]:
+    """``raw`` without the options of :data:`REMOVED_FIELDS`, and the names of those it set to
+    something other than the value they held by default.
+
+    A new config (``saved`` False) setting one is refused in one line naming it; a saved run's
+    (``saved``) is read all the same, for its reports, and the names are returned."""
+    out = dict(raw)
+    changed: list[str] = []
+    for section, removed in REMOVED_FIELDS.items():
+        given = out.get(section)
+        if not isinstance(given, dict) or not set(given) & set(removed):
+            continue
+        kept = dict(given)
+        for name, old in removed.items():
+            if name not in kept:
+                continue
+            value = kept.pop(name)
+            if value == old:
+                continue
+            if not saved:
+                why = (
+                    "the gp searcher is Optuna's GPSampler as shipped"
+                    if section == "searcher"
+                    else "it did not earn its place on every family of curves (benchmarks/RESULTS.md)"
+                )
+                raise ConfigError(f"{section}.{name}: removed; {why}; got {short_repr(value)}")
+            changed.append(f"{section}.{name}")
+        out[section] = kept
+    return out, changed
 
 
 class SearcherConfig(_Strict):
@@ -181,30 +239,10 @@ class SearcherConfig(_Strict):
         "settings, last sweep's best); each gives every search_space name; they count toward num_samples",
     )
 
-    @model_validator(mode="before")
-    @classmethod
-    def _removed_fields(cls, data: Any) -> Any:
-        """A run saved by an earlier version holds the gp searcher's removed options at their
-        defaults: those are dropped; a removed option set to anything else is refused."""
-        if not isinstance(data, dict):
-            return data
-        kept = dict(data)
-        for name, old_default in REMOVED_SEARCHER_FIELDS.items():
-            if name not in kept:
-                continue
-            value = kept.pop(name)
-            if value != old_default:
-                raise ValueError(
-                    f"searcher.{name}: removed; the gp searcher is Optuna's GPSampler as shipped "
-                    f"(docs/config.md lists the searcher's options), got {short_repr(value)}"
-                )
-        return kept
-
 
 class SchedulerConfig(_Strict):
     """The scheduler. Its defaults are :data:`costtune.policy.defaults.DEFAULTS`: the rungs alone
-    (Optuna's successive halving, decision for decision); every mechanism below is an option,
-    off unless set."""
+    (Optuna's successive halving, decision for decision)."""
 
     type: Literal["cost_aware_hyperband", "pbt", "fifo"] = "cost_aware_hyperband"
     grace_epochs: int = Field(
@@ -217,62 +255,9 @@ class SchedulerConfig(_Strict):
     brackets: int | None = Field(
         DEFAULTS.brackets, ge=1, description="Hyperband brackets; null: all that fit"
     )
-    promotion: Literal["cost_share", "loss", "pareto"] = DEFAULTS.promotion  # type: ignore[assignment]
-    keep: Literal["ceil", "floor"] = Field(
-        DEFAULTS.keep,  # type: ignore[arg-type]
-        description="floor: max(1, ⌊n/eta⌋) of a rung go on (Optuna); ceil: ⌈n/eta⌉ (ASHA)",
-    )
-    lookahead: int | None = Field(
-        DEFAULTS.lookahead,
-        ge=1,
-        description="m: between rungs, stop a trial at least as bad as m trials that reached the next "
-        "rung and were, at the same epoch, behind every trial in its cut; null: off",
-    )
-    escalate: bool = Field(
-        DEFAULTS.escalate,
-        description="when the sweep stalls (as many dollars spent since its best last improved as "
-        "before, and eta² trials started since), or once "
-        f"{MISRANK_MIN} trials the first rung kept reach the second "
-        "in no better agreement with their first-rung order than reversed, every Hyperband bracket that "
-        "fits opens: later brackets first judge a trial at eta·grace, eta²·grace, … epochs",
-    )
-    hedge: bool = Field(
-        DEFAULTS.hedge,
-        description="with escalate: a stall also opens Hyperband's bracket without rungs (plain full runs), "
-        "the stopping rule waits for a later bracket's first rung, and once a later bracket's trial the "
-        "first rung would have pruned is the sweep's best every new trial is a full run",
-    )
-    hedge_judges: Literal["full_runs", "every_bracket"] = Field(
-        DEFAULTS.hedge_judges,  # type: ignore[arg-type]
-        description="with hedge: whose losses at the first rung's epoch test the rung for the switch to "
-        "full runs: every later bracket's trials, or the full runs' alone",
-    )
-    rung_checks: int = Field(
-        DEFAULTS.rung_checks,
-        ge=0,
-        description="with escalate: a trial the first rung prunes while its curve still falls fast runs "
-        "on as a probe; one that beats every promoted trial at the same epoch opens every bracket; after "
-        "this many probes that do not, nothing more is probed; 0: off",
-    )
-    warmup_trials: int | Literal["auto"] | None = Field(
-        DEFAULTS.warmup_trials,
-        description="w: the first rung promotes nobody until it holds w trials; auto: 2·eta, at most "
-        "a tenth of num_samples (off below 2); null: off",
-    )
     # population-based training
     perturbation_interval: int = Field(5, ge=1)
     quantile_fraction: float = Field(0.2, gt=0, le=0.5)
-    resample_probability: float = Field(0.25, ge=0, le=1)
-    pbt_key: Literal["loss", "pareto"] = "loss"
-
-    @field_validator("warmup_trials", mode="before")
-    @classmethod
-    def _warmup_trials(cls, value: Any) -> Any:
-        if value is None or value == "auto":
-            return value
-        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-            raise ValueError(f"must be a positive integer, 'auto' or null, got {value!r}")
-        return value
 
 
 class CostConfig(_Strict):
@@ -333,50 +318,13 @@ class BudgetConfig(_Strict):
     )
 
 
-class OutlookConfig(_Strict):
-    """Stop a trial whose optimistic learning-curve outlook cannot beat the sweep's best (scale-free)."""
-
-    optimism: float = Field(1.0, ge=0, le=100, allow_inf_nan=False, description="κ: the pace multiplier")
-    min_epochs: int = Field(4, ge=2)
-    window_epochs: int = Field(3, ge=1)
-
-
 class StoppingConfig(_Strict):
     """Stop trials (and the sweep) where money stops buying quality. Every rule is off unless
-    set: on recorded pools the relative rule was dearer than the rungs alone (the default
-    scheduler) on LCBench, and the others have no evidence that they earn a place
-    (``benchmarks/RESULTS.md``, "Choosing the default on several families")."""
+    set; a rule judges a trial from its 5th epoch, on a window of its last 5."""
 
     patience_epochs: int | None = Field(None, ge=1)
-    min_delta: float = Field(0.0, ge=0, allow_inf_nan=False)
-    min_slope_per_device_hour: float | None = Field(None, ge=0, allow_inf_nan=False)
     min_marginal_roi: float | None = Field(None, ge=0, allow_inf_nan=False)
-    min_relative_roi: float | None = Field(
-        DEFAULTS.min_relative_roi,
-        ge=0,
-        allow_inf_nan=False,
-        description="ρ: stop a trial whose gain per dollar falls below ρ × the sweep's average (0.3 is "
-        "a usual value); null: off",
-    )
-    spare_best: bool = Field(
-        True, description="the relative rule judges the best trial by what it may still gain"
-    )
-    expected_gain: bool = Field(
-        False,
-        description="the relative rule judges every trial by its expected gain of the sweep's best to "
-        "max_epochs per dollar, from a curve model learned on the sweep's finished trials, not by its pace",
-    )
-    noise_aware: bool = Field(
-        DEFAULTS.noise_aware,
-        description="a stop the relative rule calls waits while the trial's own epoch-to-epoch noise is too "
-        "large for its last window to measure the gain that matters; it is then decided on the last half "
-        "of its epochs, if that can (no change where the noise is small against the gains that matter)",
-    )
-    window_epochs: int = Field(5, ge=1)
-    min_epochs: int = Field(5, ge=1)
     sweep_min_improvement_per_usd: float | None = Field(None, ge=0, allow_inf_nan=False)
-    sweep_window_epochs: int = Field(50, ge=1)
-    outlook: OutlookConfig | None = Field(None, description="null: off")
 
 
 class MlflowConfig(_Strict):
@@ -470,10 +418,6 @@ class SweepConfig(_Strict):
             raise ValueError(
                 "searcher.type: pbt samples its initial population at random and explores from "
                 f"there; use searcher.type random (got {self.searcher.type})"
-            )
-        if self.stopping.expected_gain and self.stopping.min_relative_roi is None:
-            raise ValueError(
-                "stopping.expected_gain: judges the relative rule's trials; set stopping.min_relative_roi (ρ)"
             )
         clash = sorted(set(self.search_space) & set(self.trainable.args))
         if clash:
@@ -638,12 +582,6 @@ def nested(flat: Mapping[str, Any]) -> dict[str, Any]:
     return out
 
 
-def warmup_trials(config: SweepConfig) -> int | None:
-    """``scheduler.warmup_trials`` resolved: ``auto`` from eta and the trials the sweep plans."""
-    w = config.scheduler.warmup_trials
-    return auto_warmup_trials(config.scheduler.eta, planned_trials(config)) if w == "auto" else w
-
-
 class _UniqueKeyLoader(yaml.SafeLoader):
     """YAML's safe loader, refusing a key given twice in one mapping: plain YAML keeps the last
     and silently drops the first (a second ``stopping:`` block would replace the first whole)."""
@@ -761,12 +699,14 @@ def load_config(
     return parse_config({**raw, **(overrides or {})}, redact=redact)
 
 
-def parse_config(raw: dict[str, Any], redact: Sequence[str] = ()) -> SweepConfig:
+def parse_config(raw: dict[str, Any], redact: Sequence[str] = (), saved: bool = False) -> SweepConfig:
     """Validate an already-parsed config mapping (the Python API's entry point).
 
     ``redact``: fields (``search_space``, ``cost.prices``) whose offending values an error
-    must not quote: they came from a file.
+    must not quote: they came from a file. ``saved``: a run's own config.yaml, read for its
+    reports: options this version no longer has are dropped (:func:`drop_removed`).
     """
+    raw, _ = drop_removed(raw, saved)
     if isinstance(raw.get("cost"), dict) and "price_file" in raw["cost"]:
         redact = (*redact, "cost.prices")
     raw = inline_price_file(raw, Path.cwd())
@@ -932,11 +872,9 @@ FIELD_NOTES = {
     "search_space.high": "the upper bound, inclusive",
     "search_space.values": "the values of a choice",
     "scheduler.type": "cost_aware_hyperband (the rungs), pbt, or fifo (no early stopping)",
-    "scheduler.promotion": "who goes on from a rung: loss, cost_share or pareto (loss, dollars)",
-    "scheduler.perturbation_interval": "pbt: epochs between exploits",
-    "scheduler.quantile_fraction": "pbt: the share of the population that exploits and is copied",
-    "scheduler.resample_probability": "pbt: chance a hyperparameter is resampled, not perturbed",
-    "scheduler.pbt_key": "pbt: rank members by loss, or by Pareto front of (loss, dollars)",
+    "scheduler.perturbation_interval": "pbt: epochs between exploits (each copied hyperparameter "
+    "resampled with chance 0.25, else perturbed; a cheaper donor among the top is likelier)",
+    "scheduler.quantile_fraction": "pbt: the share of the population that exploits, and is copied",
     "cost.business_value_usd": "USD per unit of metric improvement (ROI's numerator)",
     "cost.baseline_metric": "where ROI credits start (null: the median trial at the first rung)",
     "cost.time_field": "the cumulative result field metered as seconds (a replay: sim_seconds)",
@@ -944,16 +882,10 @@ FIELD_NOTES = {
     "resources.gpus": "GPUs each trial holds (billed per GPU)",
     "budget.max_cost_usd_per_trial": "USD: a trial that reaches it stops",
     "budget.max_hours_per_trial": "device-hours: a trial that reaches them stops",
-    "stopping.patience_epochs": "stop a trial after this many epochs without a min_delta gain",
-    "stopping.min_delta": "the least gain that resets patience",
-    "stopping.min_slope_per_device_hour": "ε: stop when the smoothed loss falls less than this a device-hour",
+    "stopping.patience_epochs": "stop a trial after this many epochs without a gain",
     "stopping.min_marginal_roi": "stop when Δloss × business_value_usd per dollar falls below this",
-    "stopping.window_epochs": "epochs in the slope's window",
-    "stopping.min_epochs": "epochs before a stopping rule judges a trial",
-    "stopping.sweep_min_improvement_per_usd": "stop the whole sweep when its best improves less per dollar",
-    "stopping.sweep_window_epochs": "epochs the sweep rule looks back over",
-    "stopping.outlook.min_epochs": "outlook: epochs before it judges",
-    "stopping.outlook.window_epochs": "outlook: epochs its smoothing reads",
+    "stopping.sweep_min_improvement_per_usd": "stop the whole sweep when its best improves less per dollar "
+    "over its last 50 epochs",
     "idle.enabled": "stop trials whose GPUs sit idle (NVML)",
     "idle.util_below_pct": "percent: a GPU below this is idle",
     "idle.idle_minutes": "minutes idle before the trial stops",

@@ -12,17 +12,6 @@ among the k recorded so far is within the first ⌈k/η⌉, which for a random o
 probability ⌈k/η⌉/k; so n arrivals promote Σ_{k≤n} ⌈k/η⌉/k trials on average — more than
 the n/η of synchronous Hyperband. A Bayesian searcher that improves over time promotes
 more than this.
-
-Stalled (``scheduler.escalate``): a sweep whose best stops improving opens every Hyperband
-bracket that fits, and its later trials are judged first at η·r, η²·r, … epochs. A stall needs
-η² trials started since the best last improved; the other sign (the trials the first rung kept
-reverse their order at the second) needs ``MISRANK_MIN`` of them there. So only sweeps of more
-than η² + 1 trials, or of more than ``MISRANK_MIN`` where the first bracket has a second rung,
-get this figure: the expected epochs with every bracket open from the first trial, an upper
-bound on what escalation adds (it opens them later, or never). With
-``scheduler.hedge`` the brackets it opens include one of full runs; should the sweep then switch
-to full runs (a trial the first rung would have pruned becomes its best), only the worst
-case bounds it.
 """
 
 from __future__ import annotations
@@ -31,11 +20,10 @@ import math
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from costtune.config import SweepConfig, planned_trials, warmup_trials
+from costtune.config import SweepConfig, planned_trials
 from costtune.cost import device_hours, is_gpu
 from costtune.errors import ConfigError
 from costtune.policy import Keep, bracket_weights, max_bracket_index, rung_epochs
-from costtune.policy.hyperband import MISRANK_MIN
 from costtune.policy.successive_halving import promoted_count
 
 
@@ -57,11 +45,6 @@ class Estimate:
     worst_trial_hours: float
     worst_trial_cost_usd: float
     assumptions: list[str] = field(default_factory=list)
-    #: (``scheduler.escalate``) the expected figures should the sweep stall: every bracket open
-    #: from the first trial, an upper bound; ``None`` where escalation cannot open a bracket
-    stalled_epochs: float | None = None
-    stalled_device_hours: float | None = None
-    stalled_cost_usd: float | None = None
 
     @property
     def is_gpu(self) -> bool:
@@ -161,43 +144,14 @@ def estimate(
     trials = planned_trials(config)
     worst_epochs = float(trials * config.max_epochs)
     s = config.scheduler
-    stalled_epochs: float | None = None
     if s.type == "cost_aware_hyperband":
-        hedge = s.escalate and s.hedge
-
-        def hyperband_epochs(brackets: int | None, stalled: bool = False) -> float:
-            # an escalating policy warms up bracket 0's first rung alone
-            return expected_epochs_hyperband(
-                trials,
-                config.max_epochs,
-                s.grace_epochs,
-                s.eta,
-                brackets,
-                Keep(s.keep),
-                warmup_trials(config),
-                warm_brackets=1 if s.escalate else None,
-                hedge=hedge and stalled,  # the bracket of full runs opens on a stall only
-            )
-
-        expected_epochs = hyperband_epochs(s.brackets)
+        expected_epochs = expected_epochs_hyperband(
+            trials, config.max_epochs, s.grace_epochs, s.eta, s.brackets, Keep.FLOOR
+        )
         geometry = (
             f"CostAwareHyperBand: rungs at {rung_epochs(s.grace_epochs, s.eta, config.max_epochs)} epochs, "
-            f"eta={s.eta}, keep {s.keep}, warm-up {warmup_trials(config) or 'off'}; "
-            "expected promotions assume random arrival order"
+            f"eta={s.eta}; expected promotions assume random arrival order"
         )
-        most = max_bracket_index(s.grace_epochs, s.eta, config.max_epochs) + 1
-        hedged = hedge and bool(rung_epochs(s.grace_epochs, s.eta, config.max_epochs, most - 1))
-        can_open = trials > s.eta**2 + 1 or (
-            trials > MISRANK_MIN and len(rung_epochs(s.grace_epochs, s.eta, config.max_epochs)) > 1
-        )
-        if s.escalate and (s.brackets or most) < most + hedged and can_open:
-            stalled_epochs = max(hyperband_epochs(None, stalled=True), expected_epochs)
-            geometry += (
-                f"; stalled: escalate opens all {most + hedged} brackets"
-                + (", one of full runs (hedge)" if hedge else "")
-                + " (counted as open from the first trial"
-                + ("; a switch to full runs is bounded by the worst case)" if hedge else ")")
-            )
     else:
         expected_epochs = worst_epochs
         geometry = (
@@ -231,11 +185,6 @@ def estimate(
         expected_cost_usd=usd(expected_epochs, epoch_seconds, workers),
         worst_trial_hours=(config.max_epochs * slow + startup) / 3600,
         worst_trial_cost_usd=usd(config.max_epochs, slow, 1),
-        stalled_epochs=stalled_epochs,
-        stalled_device_hours=None
-        if stalled_epochs is None
-        else device_hours(stalled_epochs * epoch_seconds + workers * startup, devices),
-        stalled_cost_usd=None if stalled_epochs is None else usd(stalled_epochs, epoch_seconds, workers),
         assumptions=[
             f"{trials} trials" + (" (grid)" if config.searcher.type == "grid" else ""),
             f"{devices:g} × {label} per trial at ${price:g} per device-hour ({capacity})"

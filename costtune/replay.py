@@ -3,7 +3,8 @@
 :func:`replay_pool` builds the scheduler, stopping rule and searcher from settings named as
 ``costtune replay``'s options name them, and runs the discrete-event simulator
 (:mod:`costtune.simulate`) over the pool. The command and the benchmarks call this one
-function, so a benchmark row is what a user's replay does, dollar for dollar.
+function, so a benchmark row at the default settings is what a user's replay does, dollar
+for dollar.
 """
 
 from __future__ import annotations
@@ -27,7 +28,10 @@ from costtune.simulate import Simulation, simulate
 
 @dataclass(frozen=True)
 class ReplaySettings:
-    """``costtune replay``'s options (``--grace-epochs`` is ``grace_epochs``, and so on)."""
+    """A replay's settings. ``costtune replay`` sets the rungs (``--grace-epochs`` is
+    ``grace_epochs``, and so on), the searcher, the seed, the budget, the workers and the
+    price; the others, at their defaults, are the mechanisms the benchmarks ablate against
+    the rungs alone (``benchmarks/families.py``), which no sweep sets."""
 
     scheduler: str = "hyperband"  # hyperband | fifo
     grace_epochs: int = DEFAULTS.grace_epochs

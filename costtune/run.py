@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from costtune.config import SweepConfig, parse_config, read_yaml
+from costtune.config import SweepConfig, drop_removed, parse_config, read_yaml
 from costtune.errors import ConfigError
 from costtune.ledger import LEDGER_FILE, Ledger, LedgerSpec, check_intact
 
@@ -34,10 +34,14 @@ def ledger_spec(config: SweepConfig) -> LedgerSpec:
     )
 
 
-def load_run_config(directory: str | Path) -> SweepConfig:
-    """The validated config a run directory was written with."""
+def load_run_config(directory: str | Path, for_resume: bool = False) -> SweepConfig:
+    """The validated config a run directory was written with. Options this version no longer
+    has are read past (:func:`costtune.config.drop_removed`), for the run's reports; a resume
+    (``for_resume``) of a run that set one is refused in one line: it cannot decide as it did."""
     directory = Path(directory)
-    if not (directory / LEDGER_FILE).is_file() or not (directory / "config.yaml").is_file():
+    # a sweep its time budget (or Ctrl-C) ended before any trial reported has tables and no log
+    written = (directory / LEDGER_FILE).is_file() or (directory / "summary.json").is_file()
+    if not written or not (directory / "config.yaml").is_file():
         raise ConfigError(
             f"run: {directory} is not a costtune run directory (no {LEDGER_FILE} / config.yaml)"
         )
@@ -48,7 +52,14 @@ def load_run_config(directory: str | Path) -> SweepConfig:
     raw = read_yaml(text, f"run: {directory}/config.yaml")
     if not isinstance(raw, dict):
         raise ConfigError(f"run: {directory}/config.yaml is not a YAML mapping of keys")
-    return parse_config(raw)
+    if for_resume:
+        _, changed = drop_removed(raw, saved=True)
+        if changed:
+            raise ConfigError(
+                f"config.yaml: {changed[0]} is set, an option this version of costtune no longer has; "
+                "finish the sweep with the version that started it"
+            )
+    return parse_config(raw, saved=True)
 
 
 def load_run(directory: str | Path) -> Run:

@@ -27,13 +27,13 @@ from typing import Any
 import yaml
 
 from costtune.config import (
+    REMOVED_FIELDS,
     SweepConfig,
     check_price_names,
     load_config,
     nested,
     parse_config,
     short_repr,
-    warmup_trials,
 )
 from costtune.errors import ConfigError, SweepFailed
 from costtune.estimate import estimate
@@ -52,8 +52,6 @@ from costtune.ledger import (
 from costtune.policy import (
     Governor,
     MarginalRoiStopping,
-    OutlookRule,
-    OutlookStopping,
     ReasonSource,
     StoppingRule,
     StopReason,
@@ -526,14 +524,13 @@ def _run(
     write_json_atomic(out / SOURCE_FILE, source)
 
     from ray import tune
-    from ray.tune.search import Searcher
     from ray.tune.stopper import CombinedStopper, FunctionStopper
 
-    from costtune.schedulers import CostAwareFIFO, CostAwareHyperBand, LedgerCallback
+    from costtune.schedulers import CostAwareFIFO, LedgerCallback
     from costtune.schedulers.callbacks import ForgetVanishedCheckpoints, KeepRayState
     from costtune.schedulers.governed import GovernorHooks
     from costtune.schedulers.stoppers import EpochLimit, WallClockBudget
-    from costtune.search import RungEstimates, build_search_space, make_searcher
+    from costtune.search import build_search_space, make_searcher
 
     cost_model = config.cost.cost_model()
     ledger = Ledger(ledger_spec(config), out)
@@ -560,8 +557,6 @@ def _run(
             },
             perturbation_interval=config.scheduler.perturbation_interval,
             quantile_fraction=config.scheduler.quantile_fraction,
-            resample_probability=config.scheduler.resample_probability,
-            key=config.scheduler.pbt_key,
             seed=config.seed,
             cost_model=cost_model,
             seconds_field=config.cost.time_field,
@@ -623,13 +618,6 @@ def _run(
     searcher = make_searcher(
         config.searcher, config.metric, config.mode, config.seed, config.max_concurrent_trials
     )
-    if (
-        isinstance(scheduler, CostAwareHyperBand)
-        and config.scheduler.lookahead
-        and isinstance(searcher, Searcher)
-    ):
-        # the searcher compares the trials the look-ahead stopped at the rung they were judged for
-        searcher = RungEstimates(searcher, scheduler)
     tuner = tune.Tuner(
         tune.with_resources(trainable, resources),
         param_space=param_space,
@@ -697,14 +685,6 @@ def hyperband_of(config: SweepConfig, **wiring: Any) -> Any:
         grace_epochs=s.grace_epochs,
         eta=s.eta,
         brackets=s.brackets,
-        promotion=s.promotion,
-        keep=s.keep,
-        lookahead=s.lookahead,
-        warmup_trials=warmup_trials(config),
-        escalate=s.escalate,
-        rung_checks=s.rung_checks,
-        hedge=s.hedge and s.escalate,
-        judge_every_bracket=s.hedge_judges == "every_bracket",
         **wiring,
     )
 
@@ -956,7 +936,7 @@ def resume_sweep(
         repaired = repair_ray_state(out)  # Tune's own state file, cut by the same kill
         if repaired is not None:
             warnings.warn(LedgerWarning(f"--resume: {repaired}"), stacklevel=2)
-        config = load_run_config(out)
+        config = load_run_config(out, for_resume=True)
         check_scheduler_state(config, out / SCHEDULER_STATE)
         check_searcher_record(config, out / SOURCE_FILE)
         unreadable = Ledger(ledger_spec(config), out).unreadable_lines
@@ -972,7 +952,7 @@ def resume_sweep(
 def _resumed_trainable(out: Path, trainable: Callable[..., Any] | None) -> Callable[..., Any]:
     """The function a resumed sweep runs: ``trainable`` when given (it must bear the name the
     sweep recorded), else the recorded ``module:function`` imported again."""
-    config = load_run_config(out)
+    config = load_run_config(out, for_resume=True)
     if trainable is None:
         config_dir = read_source_record(out / SOURCE_FILE).get("config_dir")
         if config_dir is not None and not isinstance(config_dir, str):
@@ -1006,15 +986,10 @@ def check_scheduler_state(config: SweepConfig, path: Path) -> None:
         return
     from costtune.schedulers.hyperband import read_state
 
-    s = config.scheduler
     now = hyperband_of(config).policy.geometry()  # the scheduler this config builds
     saved = read_state(path)["policy"].get("geometry")
     if saved is None:
         return
-    if "hedge" not in s.model_fields_set:  # a run saved before the field: it ran without
-        now.pop("hedge", None)
-    if "hedge_judges" not in s.model_fields_set:  # saved before the field: the full runs alone judged
-        now.pop("hedge_judges", None)
     # a geometry names escalate and rung_checks only when on (a state saved before they existed
     # has neither)
     now, saved = (
@@ -1033,11 +1008,19 @@ def check_scheduler_state(config: SweepConfig, path: Path) -> None:
             "hedge_judges": saved.get("hedge_judges", "full_runs"),
         },
     )
+    if not now["hedge"] and not saved["hedge"]:  # whose losses judge the hedge: moot without one
+        now.pop("hedge_judges")
+        saved.pop("hedge_judges")
     if saved == now:
         return
     differ = [k for k in now if saved.get(k) != now[k]]
     names = {k: k if k == "max_epochs" else f"scheduler.{k}" for k in now}
     first = differ[0]
+    if first in REMOVED_FIELDS["scheduler"]:
+        raise ConfigError(
+            f"scheduler state: the sweep ran with scheduler.{first} {saved.get(first)!r}, an option this "
+            "version of costtune no longer has; finish the sweep with the version that started it"
+        )
     raise ConfigError(
         f"config.yaml: {names[first]} is {now[first]!r}, but the sweep ran with {saved.get(first)!r} "
         f"(also differ: {', '.join(names[k] for k in differ[1:]) or 'nothing else'}); a resumed sweep "
@@ -1148,16 +1131,8 @@ def _governance(config: SweepConfig, ledger: Ledger) -> tuple[Governor, Any]:
     st = config.stopping
     rule = StoppingRule(
         patience_epochs=st.patience_epochs,
-        min_delta=st.min_delta,
-        min_slope_per_device_hour=st.min_slope_per_device_hour,
         min_marginal_roi=st.min_marginal_roi,
-        min_relative_roi=st.min_relative_roi,
-        spare_best=st.spare_best,
-        expected=st.expected_gain,
-        noise_aware=st.noise_aware,
         max_epochs=config.max_epochs,
-        window_epochs=st.window_epochs,
-        min_epochs=st.min_epochs,
     )
     stopper = CostStopper(
         governor,
@@ -1165,17 +1140,7 @@ def _governance(config: SweepConfig, ledger: Ledger) -> tuple[Governor, Any]:
         mode=config.mode,
         devices=devices,
         stopping=MarginalRoiStopping(rule, config.cost.business_value_usd) if rule.active else None,
-        outlook=OutlookStopping(
-            OutlookRule(
-                config.max_epochs,
-                optimism=st.outlook.optimism,
-                min_epochs=st.outlook.min_epochs,
-                window_epochs=st.outlook.window_epochs,
-            )
-        )
-        if st.outlook is not None
-        else None,
-        sweep_progress=SweepProgress(st.sweep_min_improvement_per_usd, st.sweep_window_epochs)
+        sweep_progress=SweepProgress(st.sweep_min_improvement_per_usd)
         if st.sweep_min_improvement_per_usd is not None
         else None,
         seconds_field=config.cost.time_field,

@@ -39,10 +39,7 @@ SMALL = {
         "batch_size": {"type": "choice", "values": [64, 128]},
     },
     "searcher": {"type": "optuna", "n_startup_trials": 3},
-    # the options that are off by default, on: the shared run exercises them (and the tests
-    # built on it were written when they were the default)
-    "scheduler": {"grace_epochs": 1, "eta": 3, "brackets": 1, "escalate": True, "hedge": True},
-    "stopping": {"min_relative_roi": 0.3},
+    "scheduler": {"grace_epochs": 1, "eta": 3, "brackets": 1},
     "cost": {"prices": {"cpu": 0.5}},
 }
 

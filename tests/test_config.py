@@ -7,7 +7,7 @@ import yaml
 from click.testing import CliRunner
 
 from costtune.cli import main
-from costtune.config import SearcherConfig, load_config, parse_config
+from costtune.config import SearcherConfig, StoppingConfig, load_config, parse_config
 from costtune.errors import ConfigError
 
 REPO = Path(__file__).resolve().parent.parent
@@ -30,39 +30,59 @@ def test_embedded_default_config_is_valid() -> None:
 def test_defaults_are_the_documented_ones() -> None:
     config = parse_config(MINIMAL)
     scheduler = config.scheduler
-    assert (scheduler.grace_epochs, scheduler.eta, scheduler.brackets, scheduler.promotion) == (
-        5,
-        5,
-        1,
-        "loss",
-    )
-    # the rungs alone (benchmarks/RESULTS.md, "Choosing the default on several families"): every
-    # mechanism on top of them is off, and so is every stopping rule
-    assert (scheduler.escalate, scheduler.hedge, scheduler.warmup_trials, scheduler.lookahead) == (
-        False,
-        False,
-        None,
-        None,
-    )
-    assert scheduler.rung_checks == 0 and scheduler.keep == "floor"
-    assert config.stopping.min_relative_roi is None
+    assert (scheduler.grace_epochs, scheduler.eta, scheduler.brackets) == (5, 5, 1)
+    # the rungs alone (benchmarks/RESULTS.md, "Choosing the default on several families"), and
+    # every stopping rule off
+    assert config.stopping == StoppingConfig()
+    assert (config.stopping.patience_epochs, config.stopping.min_marginal_roi) == (None, None)
     assert config.cost.accelerator == "A100" and config.cost.cost_model().prices["A100"] == 2.50
     assert config.searcher.type == "optuna" and config.searcher.n_startup_trials is None  # TPE: 10
-    assert set(SearcherConfig.model_fields) == {"type", "n_startup_trials", "points_to_evaluate"}
 
 
-def test_a_run_saved_with_the_gp_searchers_former_options_at_their_defaults_still_reads() -> None:
-    """Runs saved before the gp searcher became Optuna's own hold its former options at their
-    defaults in config.yaml: those read (and are dropped); set to anything else, one line names
-    the option."""
-    from costtune.config import REMOVED_SEARCHER_FIELDS
+def test_the_scheduler_stopping_and_searcher_options_are_twelve_together() -> None:
+    """#64: the user-facing options of the scheduler, stopping and searcher sections are at
+    most 12 together, each documented (docs/config.md)."""
+    from costtune.config import SchedulerConfig, config_reference
 
-    saved = {"type": "gp", **REMOVED_SEARCHER_FIELDS}
-    assert SearcherConfig(**saved) == SearcherConfig(type="gp")
-    with pytest.raises(
-        ValueError, match=r"searcher\.over_epochs: removed; the gp searcher is Optuna's GPSampler"
-    ):
-        SearcherConfig(type="gp", over_epochs=True)
+    fields = [
+        f"{section}.{name}"
+        for section, model in (
+            ("scheduler", SchedulerConfig),
+            ("stopping", StoppingConfig),
+            ("searcher", SearcherConfig),
+        )
+        for name in model.model_fields
+    ]
+    assert len(fields) <= 12, fields
+    reference = config_reference()
+    for field in fields:
+        row = next(line for line in reference.splitlines() if line.startswith(f"| `{field}` |"))
+        assert row.rstrip(" |").split("|")[-1].strip(), f"{field} has no description"
+
+
+@pytest.mark.parametrize(
+    ("section", "name", "value"),
+    [
+        ("searcher", "over_epochs", True),
+        ("scheduler", "escalate", True),
+        ("scheduler", "warmup_trials", "auto"),
+        ("stopping", "min_relative_roi", 0.3),
+        ("stopping", "outlook", {"optimism": 1.0}),
+    ],
+)
+def test_a_removed_option_is_refused_in_a_new_config_and_read_in_a_saved_run(section, name, value) -> None:
+    """A removed option at the value it held by default reads anywhere (a saved run's
+    config.yaml holds every field); set otherwise, a new config is refused in one line naming
+    it, and a saved run's config (``saved``: read for its reports) is read without it."""
+    from costtune.config import REMOVED_FIELDS
+
+    at_default = {**MINIMAL, section: {name: REMOVED_FIELDS[section][name]}}
+    assert parse_config(at_default) == parse_config(MINIMAL)
+    changed = {**MINIMAL, section: {name: value}}
+    with pytest.raises(ConfigError, match=rf"^{section}\.{name}: removed; ") as info:
+        parse_config(changed)
+    assert "\n" not in str(info.value)
+    assert parse_config(changed, saved=True) == parse_config(MINIMAL)
 
 
 @pytest.mark.parametrize(
@@ -90,15 +110,6 @@ def test_a_run_saved_with_the_gp_searchers_former_options_at_their_defaults_stil
             "search_space.w: choice needs a non-empty",
         ),
         ({"mode": "maximize"}, "mode: input should be 'min' or 'max'"),
-        ({"scheduler": {"keep": "round"}}, "scheduler.keep: input should be 'ceil' or 'floor'"),
-        (
-            {"scheduler": {"warmup_trials": 0}},
-            "scheduler.warmup_trials: must be a positive integer, 'auto' or null, got 0",
-        ),
-        (
-            {"scheduler": {"warmup_trials": "lots"}},
-            "scheduler.warmup_trials: must be a positive integer, 'auto' or null, got 'lots'",
-        ),
         (
             {"trainable": {"name": "amp", "args": {"model": "resnet999"}}},
             "trainable.args.model: must be one of mlp, cnn, transformer, got 'resnet999'",
@@ -116,20 +127,10 @@ def test_a_run_saved_with_the_gp_searchers_former_options_at_their_defaults_stil
             "search_space.precision: must be one of fp32, bf16, fp16, got 'fp8'",
         ),
         (
-            {"stopping": {"outlook": {"optimism": -1}}},
-            "stopping.outlook.optimism: input should be greater than or equal to 0",
+            {"stopping": {"min_marginal_roi": -0.1}},
+            "stopping.min_marginal_roi: input should be greater than or equal to 0",
         ),
-        ({"stopping": {"outlook": {"optimsm": 2}}}, "stopping.outlook.optimsm: unknown key"),
-        (
-            {"stopping": {"min_relative_roi": -0.1}},
-            "stopping.min_relative_roi: input should be greater than or equal to 0",
-        ),
-        (
-            {"stopping": {"expected_gain": True, "min_relative_roi": None}},
-            "stopping.expected_gain: judges the relative rule's trials; set stopping.min_relative_roi",
-        ),
-        ({"stopping": {"expected_gain": "maybe"}}, "stopping.expected_gain: input should be a valid boolean"),
-        ({"scheduler": {"escalate": "later"}}, "scheduler.escalate: input should be a valid boolean"),
+        ({"stopping": {"patience": 3}}, "stopping.patience: unknown key"),
         ({"cost": {"accelerator": "TPUv9"}}, "cost.accelerator: no price for 'TPUv9'"),
         ({"cost": {"business_value_usd": float("nan")}}, "cost.business_value_usd:"),
         ({"scheduler": {"grace_epochs": 20}}, "scheduler.grace_epochs: must be <= max_epochs (10), got 20"),
@@ -145,42 +146,6 @@ def test_config_errors_are_one_line_naming_the_field(patch, message) -> None:
     text = str(info.value)
     assert text.startswith(message), text
     assert "\n" not in text
-
-
-@pytest.mark.parametrize(
-    ("patch", "expected"),
-    [
-        ({"num_samples": 500}, None),  # off unless set
-        ({"num_samples": 4, "scheduler": {"warmup_trials": "auto"}}, None),  # a tenth; off below 2
-        ({"num_samples": 24, "scheduler": {"warmup_trials": "auto"}}, 2),
-        ({"num_samples": 60, "scheduler": {"warmup_trials": "auto"}}, 6),
-        ({"num_samples": 500, "scheduler": {"warmup_trials": "auto"}}, 10),  # 2 × eta
-        ({"num_samples": 500, "scheduler": {"eta": 3, "warmup_trials": "auto"}}, 6),
-        ({"num_samples": 500, "scheduler": {"warmup_trials": None}}, None),
-        ({"num_samples": 4, "scheduler": {"warmup_trials": 3}}, 3),
-        # a grid runs every combination: 50 × 4 trials
-        (
-            {
-                "num_samples": 50,
-                "scheduler": {"warmup_trials": "auto"},
-                "searcher": {"type": "grid"},
-                "search_space": {"lr": {"type": "choice", "values": [0.1, 0.01, 0.001, 0.0001]}},
-                "approval": {
-                    "justification": "a grid",
-                    "estimated_resources": "some",
-                    "stop_conditions": "rungs",
-                    "approver": "tests",
-                },
-            },
-            10,
-        ),
-    ],
-)
-def test_warmup_trials_auto_is_two_eta_at_most_a_tenth_of_the_trials(patch, expected) -> None:
-    from costtune.config import warmup_trials
-
-    assert parse_config({**MINIMAL, **patch}).scheduler.warmup_trials in ("auto", None, 3)
-    assert warmup_trials(parse_config({**MINIMAL, **patch})) == expected
 
 
 @pytest.mark.parametrize(
@@ -215,10 +180,13 @@ def test_missing_required_key() -> None:
         ("- just\n- a list\n", "must be a YAML mapping"),
         ("name: x\nsearch_space: nowhere.yaml\n", "search_space: no search-space file 'nowhere.yaml'"),
         (
-            "name: x\nstopping:\n  spare_best: true\nmax_epochs: 3\nstopping:\n  expected_gain: true\n",
+            "name: x\nstopping:\n  patience_epochs: 3\nmax_epochs: 3\nstopping:\n  min_marginal_roi: 1\n",
             r"^config: key 'stopping' given twice \(lines 2 and 5\); keep one$",
         ),
-        ("name: x\nstopping: {window_epochs: 3, window_epochs: 4}\n", "key 'window_epochs' given twice"),
+        (
+            "name: x\nstopping: {patience_epochs: 3, patience_epochs: 4}\n",
+            "key 'patience_epochs' given twice",
+        ),
     ],
 )
 def test_bad_files(tmp_path, text, message) -> None:
@@ -343,14 +311,6 @@ def test_cli_estimate_prices_spot_capacity(tmp_path) -> None:
     assert any("(spot)" in line for line in a["assumptions"])
 
 
-def test_hedge_judges_is_every_bracket_unless_set_and_a_bad_value_is_named() -> None:
-    assert parse_config(MINIMAL).scheduler.hedge_judges == "every_bracket"
-    full = parse_config({**MINIMAL, "scheduler": {"hedge_judges": "full_runs"}})
-    assert full.scheduler.hedge_judges == "full_runs"
-    with pytest.raises(ConfigError, match=r"^scheduler\.hedge_judges: .*'full_runs'.*'every_bracket'"):
-        parse_config({**MINIMAL, "scheduler": {"hedge_judges": "all"}})
-
-
 def test_the_config_reference_is_generated_from_the_models() -> None:
     """docs/config.md is config_reference()'s text: a field added, removed or given another
     default without regenerating it (`make docs`) fails here."""
@@ -358,5 +318,5 @@ def test_the_config_reference_is_generated_from_the_models() -> None:
 
     text = (REPO / "docs" / "config.md").read_text()
     assert text.endswith(config_reference()), "docs/config.md is stale: run `make docs`"
-    for field in ("scheduler.eta", "searcher.type", "budget.max_wall_seconds", "stopping.min_relative_roi"):
+    for field in ("scheduler.eta", "searcher.type", "budget.max_wall_seconds", "stopping.min_marginal_roi"):
         assert f"| `{field}` |" in text

@@ -14,7 +14,6 @@ from costtune.errors import ConfigError
 from costtune.estimate import estimate, expected_epochs_hyperband, expected_promotions
 from costtune.gate import check
 from costtune.policy import Keep
-from costtune.policy.hyperband import MISRANK_MIN
 from tests.conftest import REPO, SMALL
 
 APPROVAL = {
@@ -74,76 +73,13 @@ def test_expected_promotions_with_a_warmup_match_the_policy_on_random_orders() -
     assert expected_promotions(30, 3, warmup=6) < expected_promotions(30, 3)
 
 
-def test_the_stalled_figure_bounds_what_an_escalating_policy_spends_on_a_stalled_sweep() -> None:
-    """A sweep whose first trial stays best stalls, and escalation opens every bracket: the
-    policy itself, fed trials one at a time in random order (flat curves), spends more epochs
-    than the plain expected figure and, on average, no more than the stalled one."""
-    import random
-
-    from costtune.config import warmup_trials
-    from costtune.policy import AsyncHyperband, Decision
-
-    config = parse_config(
-        {
-            **SMALL,
-            "num_samples": 30,
-            "scheduler": {"grace_epochs": 1, "eta": 3, "escalate": True, "hedge": True},
-            "cost": {"epoch_seconds": 1},
-        }
-    )
-    est = estimate(config)
-    assert est.stalled_epochs is not None
-    assert est.expected_epochs < est.stalled_epochs < est.worst_epochs
-    rng = random.Random(3)
-    spent = opened = 0
-    orders = 400
-    for _ in range(orders):
-        policy = AsyncHyperband(
-            max_epochs=9,
-            grace_epochs=1,
-            eta=3,
-            warmup_trials=warmup_trials(config),
-            escalate=True,
-            hedge=config.scheduler.hedge,  # its bracket of full runs opens too (no switch here)
-        )
-        losses = [0.0, *rng.sample(range(1, 100), 29)]  # the first trial is the sweep's best
-        for i, loss in enumerate(losses):
-            for epoch in range(1, 10):
-                spent += 1
-                if policy.on_result(f"t{i}", epoch, float(loss), float(epoch)) is Decision.STOP:
-                    break
-        opened += policy.open_brackets > 1
-    assert opened == orders
-    assert est.expected_epochs < spent / orders <= est.stalled_epochs
-
-
-def test_the_estimate_has_no_stalled_figure_where_escalation_cannot_open_a_bracket() -> None:
-    assert estimate(parse_config(REFERENCE)).stalled_epochs is None  # escalation is off by default
-    ESCALATING = {**REFERENCE, "scheduler": {"escalate": True, "hedge": True}}
-    assert estimate(parse_config(ESCALATING)).stalled_epochs is not None  # 64 trials, 3 brackets
-    for scheduler in ({"escalate": False}, {"escalate": True, "brackets": None}, {"type": "fifo"}):
-        assert estimate(parse_config({**REFERENCE, "scheduler": scheduler})).stalled_epochs is None
-    # every bracket with rungs open from the start: a stall still opens the one of full runs
-    hedged = estimate(
-        parse_config({**REFERENCE, "scheduler": {"escalate": True, "hedge": True, "brackets": None}})
-    )
-    assert hedged.stalled_epochs is not None and hedged.expected_epochs < hedged.stalled_epochs
-    assert any("one of full runs (hedge)" in line for line in hedged.assumptions)
-    # a stall needs η² = 25 trials started after the best last improved, a reversed first rung
-    # MISRANK_MIN trials at the second rung: where bracket 0 has one rung, 26 trials leave none
-    # to escalate; where it has two, more than MISRANK_MIN do
-    one_rung = {**ESCALATING, "max_epochs": 20}  # rungs at 5 only; the hedge's full runs can open
-    assert estimate(parse_config({**one_rung, "num_samples": 26})).stalled_epochs is None
-    assert estimate(parse_config({**one_rung, "num_samples": 27})).stalled_epochs is not None
-    assert estimate(parse_config({**ESCALATING, "num_samples": MISRANK_MIN})).stalled_epochs is None
-    assert estimate(parse_config({**ESCALATING, "num_samples": MISRANK_MIN + 1})).stalled_epochs is not None
-
-
-def test_the_estimate_follows_the_keep_rule() -> None:
-    ceil = estimate(parse_config({**REFERENCE, "scheduler": {"keep": "ceil"}}))
-    floor = estimate(parse_config(REFERENCE))  # the default
-    assert floor.expected_epochs < ceil.expected_epochs and floor.worst_epochs == ceil.worst_epochs
-    assert any("keep floor" in a for a in floor.assumptions)
+def test_the_estimate_follows_the_rungs() -> None:
+    """The default rungs (grace 5, η 5, one bracket, keep floor) expect fewer epochs than a
+    second bracket would, and the assumptions name the rungs."""
+    one = estimate(parse_config(REFERENCE))
+    every = estimate(parse_config({**REFERENCE, "scheduler": {"brackets": None}}))
+    assert one.expected_epochs < every.expected_epochs and one.worst_epochs == every.worst_epochs
+    assert any("CostAwareHyperBand: rungs at [5, 25, 125] epochs, eta=5" in a for a in one.assumptions)
 
 
 @given(st.floats(0.01, 500), st.integers(2, 8))
@@ -265,10 +201,6 @@ def test_estimate_cli_prints_assumptions(tmp_path) -> None:
     assert result.exit_code == 0, result.output
     assert "8 × A100 per trial at $2.5 per device-hour" in result.output
     assert "worst single trial: 66.7 h, $1,333.33" in result.output
-    assert "should escalation open every bracket" not in result.output  # escalate is off by default
-    path.write_text(yaml.safe_dump({**REFERENCE, "scheduler": {"escalate": True}}))
-    result = CliRunner().invoke(main, ["estimate", str(path)])
-    assert "should escalation open every bracket" in result.output
 
 
 def test_sweep_refuses_an_unapproved_grid_and_starts_nothing(tmp_path) -> None:

@@ -133,7 +133,7 @@ def test_a_user_trainables_best_checkpoint_is_kept_by_metric_and_mode(ray_sessio
     result = costtune.run_sweep(
         _saves_checkpoints, search_space={"x": tune.uniform(0, 1)}, metric="loss" if mode == "min" else "score",
         mode=mode, max_epochs=8, num_samples=2, searcher={"type": "random"}, scheduler={"type": "fifo"},
-        stopping={"min_relative_roi": None}, cost={"prices": {"cpu": 0.05}}, output=tmp_path / "r",
+        cost={"prices": {"cpu": 0.05}}, output=tmp_path / "r",
     )  # fmt: skip
     best = result.best
     assert best["epoch"] == 3
@@ -419,10 +419,10 @@ def _slow_epochs(config):
 def test_time_budget_s_stops_the_sweep_on_the_wall_clock_as_in_ray(ray_session, tmp_path) -> None:
     result = costtune.run_sweep(
         _slow_epochs, search_space={"x": tune.uniform(0, 1)}, max_epochs=40, num_samples=8,
-        scheduler={"type": "fifo"}, stopping={"min_relative_roi": None}, time_budget_s=3,
+        scheduler={"type": "fifo"}, time_budget_s=5,
         cost={"prices": {"cpu": 0.05}}, output=tmp_path / "r",
     )  # fmt: skip
-    assert result.config.budget.max_wall_seconds == 3
+    assert result.config.budget.max_wall_seconds == 5
     trials = result.trials
     # 40 epochs of 0.25 s would take 10 s a trial; the budget ended every trial well before
     assert (trials["epochs"] < 40).all() and len(trials) < 8
@@ -432,3 +432,29 @@ def test_time_budget_s_stops_the_sweep_on_the_wall_clock_as_in_ray(ray_session, 
             _slow_epochs, search_space={"x": tune.uniform(0, 1)}, max_epochs=2, num_samples=1, time_budget_s=3,
             budget={"max_wall_seconds": 5}, output=tmp_path / "r2",
         )  # fmt: skip
+
+
+def _late_reporter(config):
+    import time
+
+    time.sleep(2.0)  # longer than the sweep's time budget: it never reports
+    tune.report({"loss": config["x"]})
+
+
+def test_a_sweep_ended_before_any_report_still_reads_back(ray_session, tmp_path) -> None:
+    """A time budget (or Ctrl-C) that ends a sweep before any trial reported leaves its tables
+    and no log: its result and ``load_run`` read it back (no trial, its config), and a report
+    says so, where before ``result.config`` raised "not a costtune run directory"."""
+    result = costtune.run_sweep(
+        _late_reporter, search_space={"x": tune.uniform(0, 1)}, metric="loss", max_epochs=1,
+        num_samples=2, scheduler={"type": "fifo"}, time_budget_s=0.5,
+        cost={"prices": {"cpu": 0.05}}, output=tmp_path / "r",
+    )  # fmt: skip
+    assert result.config.budget.max_wall_seconds == 0.5 and result.trials.empty
+    assert costtune.load_run(tmp_path / "r").config.name == result.config.name
+    from click.testing import CliRunner
+
+    from costtune.cli import main
+
+    shown = CliRunner().invoke(main, ["report", str(tmp_path / "r")])
+    assert shown.exit_code == 0, shown.output

@@ -19,9 +19,7 @@ from costtune.policy import (
     OutlookRule,
     OutlookStopping,
     StoppingRule,
-    StopReason,
 )
-from costtune.policy.defaults import DEFAULTS
 from costtune.simulate import simulate
 from tests.policy.test_hyperband import CURVES
 
@@ -148,8 +146,6 @@ def test_replay_cli_compares_recorded_with_costtune(table_path) -> None:
             "3",
             "--brackets",
             "1",
-            "--promotion",
-            "loss",
             "--price",
             "1",
             "--json",
@@ -171,7 +167,7 @@ def test_replay_cli_says_when_its_saving_ended_short_of_the_target(tmp_path) -> 
     curves = {f"f{i}": [0.5 + 0.01 * i] * 9 for i in range(9)}
     curves["slow"] = [2.0] * 6 + [0.1] * 3
     path = _write_table(tmp_path, curves)
-    args = ["replay", str(path), "--grace-epochs", "1", "--eta", "3", "--warmup-trials", "0"]
+    args = ["replay", str(path), "--grace-epochs", "1", "--eta", "3"]
     short = CliRunner().invoke(main, args)
     assert short.exit_code == 0, short.output
     saved = next(line for line in short.output.splitlines() if line.startswith("saved:"))
@@ -209,12 +205,9 @@ def _replay_sweep(table_path: Path, config_ids: list[str], **overrides: object) 
 
 def _replay_in_ray(table_path: Path, run_dir: Path, **overrides: object) -> tuple[pd.DataFrame, list[str]]:
     """A real sweep over the recorded curves (grid over config_id, one trial at a time);
-    returns the trial table by config_id and the order Ray ran the configurations in. The
-    default relative stopping rule is off unless ``stopping`` sets it."""
+    returns the trial table by config_id and the order Ray ran the configurations in."""
     from costtune.config import parse_config
     from costtune.sweep import run_sweep
-
-    overrides["stopping"] = {"min_relative_roi": None, **overrides.get("stopping", {})}  # type: ignore[dict-item]
 
     config = parse_config(_replay_sweep(table_path, list(CURVES), **overrides))
     result = run_sweep(config, run_dir)
@@ -231,7 +224,7 @@ def test_replay_trainable_in_ray_decides_like_the_simulator(ray_session, table_p
     frame, ran = _replay_in_ray(
         table_path,
         tmp_path / "run",
-        scheduler={"grace_epochs": 1, "eta": 3, "brackets": 1, "promotion": "loss"},
+        scheduler={"grace_epochs": 1, "eta": 3, "brackets": 1},
     )
     # the simulator, fed the configurations in the order Ray ran them (one at a time),
     # decides exactly what the Ray run decided
@@ -244,247 +237,6 @@ def test_replay_trainable_in_ray_decides_like_the_simulator(ray_session, table_p
     # cost from the recorded seconds, not this machine's: epochs × recorded epoch seconds at $1/h
     for config_id, row in frame.iterrows():
         assert row["cost_usd"] == pytest.approx(SECONDS[config_id] * row["epochs"] / 3600)
-
-
-@pytest.mark.ray
-def test_outlook_rule_in_a_ray_sweep_stops_like_the_simulator(ray_session, table_path, tmp_path) -> None:
-    """`stopping: {outlook: {}}` in a real sweep: Ray's stopper ends the same trials at the same
-    epochs as the pure rule in the simulator, with stop_reason `outlook`, and meters them."""
-    frame, ran = _replay_in_ray(
-        table_path, tmp_path / "run", scheduler={"type": "fifo"}, stopping={"outlook": {"optimism": 1.0}}
-    )
-    curves = load_curves(str(table_path))
-    expected = simulate([curves[c] for c in ran], None, outlook=OutlookStopping(OutlookRule(9))).stopped_at
-    assert frame["epochs"].to_dict() == expected
-    stopped = {c for c, e in expected.items() if e < 9}
-    assert stopped  # the flat t5 at least
-    assert set(frame.index[frame["stop_reason"] == "outlook"]) == stopped
-    for config_id, row in frame.iterrows():
-        assert row["cost_usd"] == pytest.approx(SECONDS[config_id] * row["epochs"] / 3600)
-
-
-@pytest.mark.ray
-def test_relative_rule_in_a_ray_sweep_stops_like_the_simulator(ray_session, table_path, tmp_path) -> None:
-    """The default stopper (the relative rule) in a real sweep ends the same trials at the
-    same epochs as the pure rule in the simulator fed the same events."""
-    settings = {"min_relative_roi": 0.3, "window_epochs": 2, "min_epochs": 2}
-    frame, ran = _replay_in_ray(table_path, tmp_path / "run", scheduler={"type": "fifo"}, stopping=settings)
-    curves = load_curves(str(table_path))
-    rule = StoppingRule(spare_best=True, max_epochs=9, **settings)  # type: ignore[arg-type]
-    expected = simulate(
-        [curves[c] for c in ran], None, stopping=MarginalRoiStopping(rule), usd_per_device_hour=1.0
-    ).stopped_at
-    assert frame["epochs"].to_dict() == expected
-    stopped = {c for c, e in expected.items() if e < 9}
-    assert stopped and len(stopped) < len(expected)  # it stops some, not all
-    assert set(frame.index[frame["stop_reason"] == "marginal_roi"]) == stopped
-
-
-@pytest.mark.ray
-def test_expected_gain_rule_in_a_ray_sweep_stops_like_the_simulator(
-    ray_session, table_path, tmp_path
-) -> None:
-    """`stopping.expected_gain` in a real sweep: Ray's stopper, judging each trial by the curve
-    model's expected gain per dollar, ends the same trials at the same epochs as the pure rule."""
-    settings = {"min_relative_roi": 0.3, "window_epochs": 2, "min_epochs": 2}
-    frame, ran = _replay_in_ray(
-        table_path, tmp_path / "run", scheduler={"type": "fifo"}, stopping={**settings, "expected_gain": True}
-    )
-    curves = load_curves(str(table_path))
-    rule = StoppingRule(spare_best=True, max_epochs=9, expected=True, **settings)  # type: ignore[arg-type]
-    expected = simulate(
-        [curves[c] for c in ran], None, stopping=MarginalRoiStopping(rule), usd_per_device_hour=1.0
-    ).stopped_at
-    assert frame["epochs"].to_dict() == expected
-    stopped = {c for c, e in expected.items() if e < 9}
-    assert stopped and len(stopped) < len(expected)
-    assert set(frame.index[frame["stop_reason"] == "marginal_roi"]) == stopped
-
-
-def _fast_noisy_flat(epochs: int, pace: float) -> dict[str, list[float]]:
-    """A fast power law, a slow improver at ``pace`` a epoch under noise σ 0.03, a flat trial."""
-    rng = np.random.default_rng(3)
-    return {
-        "fast": [0.2 + e**-1.5 for e in range(1, epochs + 1)],
-        "noisy": [0.6 - pace * e + 0.03 * float(z) for e, z in enumerate(rng.standard_normal(epochs), 1)],
-        "flat": [0.6] * epochs,
-    }
-
-
-@pytest.mark.ray
-def test_noise_aware_rule_in_a_ray_sweep_stops_like_the_simulator(ray_session, tmp_path) -> None:
-    """`stopping.noise_aware` in a real sweep: Ray's stopper ends the same trials at the same
-    epochs as the pure rule, and the noisy slow improver runs on where the plain rule, which
-    reads its noise as a flat window, stops it early."""
-    curves = _fast_noisy_flat(30, pace=0.002)
-    path = _write_table(tmp_path, curves)
-    settings = {"min_relative_roi": 0.3, "window_epochs": 3, "min_epochs": 3}
-    frame, ran = _replay_in_ray(
-        path,
-        tmp_path / "run",
-        max_epochs=30,
-        scheduler={"type": "fifo"},
-        search_space={"config_id": {"type": "choice", "values": list(curves)}},
-        stopping={**settings, "noise_aware": True},
-    )
-    table = load_curves(str(path))
-
-    def stopped_at(noise_aware: bool) -> dict[str, int]:
-        rule = StoppingRule(spare_best=True, max_epochs=30, noise_aware=noise_aware, **settings)  # type: ignore[arg-type]
-        stopping = MarginalRoiStopping(rule)
-        return simulate([table[c] for c in ran], None, stopping=stopping, usd_per_device_hour=1.0).stopped_at
-
-    assert frame["epochs"].to_dict() == stopped_at(True)
-    assert stopped_at(True)["noisy"] > stopped_at(False)["noisy"] + 5
-
-
-@pytest.mark.ray
-def test_lookahead_in_a_ray_sweep_stops_like_the_simulator(ray_session, tmp_path) -> None:
-    """`scheduler.lookahead` in a real sweep: Ray's CostAwareHyperBand ends the same trials at
-    the same epochs as the pure policy in the simulator fed the same events, with stop_reason
-    `lookahead_pruned` before the first rung is paid for."""
-    curves = {f"c{i}": [1.0 + i / 10 - 0.01 * e for e in range(1, 10)] for i in range(7)}
-    path = _write_table(tmp_path, curves)
-    scheduler = {"grace_epochs": 3, "eta": 3, "brackets": 1, "lookahead": 2}
-    frame, ran = _replay_in_ray(
-        path,
-        tmp_path / "run",
-        scheduler=scheduler,
-        search_space={"config_id": {"type": "choice", "values": list(curves)}},
-    )
-    table = load_curves(str(path))
-    policy = AsyncHyperband(max_epochs=9, grace_epochs=3, eta=3, brackets=1, lookahead=2)
-    expected = simulate([table[c] for c in ran], policy, workers=1).stopped_at
-    assert frame["epochs"].to_dict() == expected
-    looked = {c for c in expected if policy.stop_reason(c) is StopReason.LOOKAHEAD_PRUNED}
-    assert looked and all(expected[c] < 3 for c in looked)
-    assert set(frame.index[frame["stop_reason"] == "lookahead_pruned"]) == looked
-    if ran == list(curves):  # grid order, worked by hand: c0 goes on; c1, c2 pruned at rung 3;
-        # c3–c5 behind c1 and c2 at epoch 1, while the cut keeps 1; each counts at rung 3, and
-        # at n = 6 the cut keeps 2 (c1 back in it), so c6 runs to the rung
-        assert expected == {"c0": 9, "c1": 3, "c2": 3, "c3": 1, "c4": 1, "c5": 1, "c6": 3}
-
-
-@pytest.mark.ray
-def test_warmup_in_a_ray_sweep_stops_like_the_simulator(ray_session, tmp_path) -> None:
-    """`scheduler.warmup_trials` in a real sweep: Ray's CostAwareHyperBand ends the same trials
-    at the same epochs as the pure policy in the simulator; the first w − 1 trials stop at the
-    first rung however good (`rung_pruned`), and the rung judges the rest against them."""
-    curves = {f"c{i}": [1.0 - i / 10 - 0.01 * e for e in range(1, 10)] for i in range(7)}  # each better
-    path = _write_table(tmp_path, curves)
-    frame, ran = _replay_in_ray(
-        path,
-        tmp_path / "run",
-        scheduler={"grace_epochs": 3, "eta": 3, "brackets": 1, "warmup_trials": 3},
-        search_space={"config_id": {"type": "choice", "values": list(curves)}},
-    )
-    table = load_curves(str(path))
-    policy = AsyncHyperband(max_epochs=9, grace_epochs=3, eta=3, brackets=1, warmup_trials=3)
-    expected = simulate([table[c] for c in ran], policy, workers=1).stopped_at
-    assert frame["epochs"].to_dict() == expected
-    assert all(expected[c] == 3 for c in ran[:2])  # warming up: stopped at the rung
-    assert all(frame.loc[c, "stop_reason"] == "rung_pruned" for c in ran[:2])
-    assert any(e == 9 for e in expected.values())  # and after it, the rung promotes again
-
-
-def _escalating_in_ray(
-    tmp_path: Path, curves: dict[str, list[float]], max_epochs: int, eta: int
-) -> tuple[AsyncHyperband, dict[str, int], list[str], dict]:
-    """A real sweep over ``curves`` (grace 1, one bracket, escalation on, no warm-up, the
-    sweep's default hedge), and the pure policy fed the same order in the simulator: asserts
-    that Ray ended every trial at the simulator's epoch and saved the policy's open brackets;
-    returns the simulator's policy, its stop epochs, the order Ray ran, the saved state."""
-    path = _write_table(tmp_path, curves)
-    run = tmp_path / "run"
-    scheduler = {"grace_epochs": 1, "eta": eta, "brackets": 1, "escalate": True, "warmup_trials": None}
-    frame, ran = _replay_in_ray(
-        path,
-        run,
-        max_epochs=max_epochs,
-        scheduler=scheduler,
-        search_space={"config_id": {"type": "choice", "values": list(curves)}},
-    )
-    table = load_curves(str(path))
-    policy = AsyncHyperband(
-        max_epochs=max_epochs, grace_epochs=1, eta=eta, brackets=1, escalate=True, hedge=DEFAULTS.hedge
-    )
-    expected = simulate([table[c] for c in ran], policy, workers=1).stopped_at
-    assert frame["epochs"].to_dict() == expected
-    state = json.loads((run / "scheduler_state.json").read_text())["policy"]
-    assert state["escalation"]["open"] == policy.open_brackets
-    return policy, expected, ran, state
-
-
-@pytest.mark.ray
-def test_escalation_in_a_ray_sweep_opens_the_brackets_like_the_simulator(ray_session, tmp_path) -> None:
-    """`scheduler.escalate` in a real sweep (3 epochs, grace 1, η 2): the first trial is the
-    best; the next four, each worse than the last, stop at the first rung, and the sweep has
-    then spent as much since its best as before, with η² trials since: every bracket opens.
-    Ray's CostAwareHyperBand ends the same trials at the same epochs as the pure policy in the
-    simulator, and a trial that a lone first rung would stop at epoch 1 runs on in the later
-    bracket (first judged at epoch 2)."""
-    curves = {"c0": [0.5 / e for e in range(1, 4)]}
-    curves.update({f"c{i}": [1.0 + i / 100] * 3 for i in range(1, 8)})
-    policy, expected, ran, state = _escalating_in_ray(tmp_path, curves, max_epochs=3, eta=2)
-    # the sweep's default hedge adds Hyperband's bracket of full runs to those a stall opens
-    assert policy.open_brackets == len(policy.rungs_by_bracket) == 2 + DEFAULTS.hedge
-    assert state["geometry"]["escalate"] is True
-    table = load_curves(str(tmp_path / "curves.csv"))
-    assert any(expected[c] > 1 for c in ran[5:])  # after the stall: past the first rung
-    plain = AsyncHyperband(max_epochs=3, grace_epochs=1, eta=2, brackets=1)
-    stopped = simulate([table[c] for c in ran], plain, workers=1).stopped_at
-    assert all(e == 1 for c, e in stopped.items() if c != ran[0])
-
-
-@pytest.mark.ray
-def test_a_misranked_first_rung_in_a_ray_sweep_opens_the_brackets_like_the_simulator(
-    ray_session, tmp_path
-) -> None:
-    """The other sign that opens every bracket, in a real sweep (9 epochs, grace 1, η 3): eight
-    trials, each a new best at epoch 1 (so the first rung keeps it), each worse than the one
-    before from epoch 3 on. Once six have reached the second rung in reversed order, every
-    bracket opens, with no stall (too few trials since the best). Ray's decisions are the pure
-    policy's on the same order; the saved state says what opened them."""
-    curves = {f"c{i}": [1.0 - i / 100, 0.8, *[0.5 + i / 1000] * 7] for i in range(8)}
-    policy, expected, ran, state = _escalating_in_ray(tmp_path, curves, max_epochs=9, eta=3)
-    assert state["escalation"].get("opened_by") == policy.opened_by
-    if ran == list(curves):  # Tune started them in grid order: the worked case
-        assert policy.opened_by == "misranked" and policy.open_brackets == len(policy.rungs_by_bracket)
-        assert [expected[c] for c in ran[:6]] == [9, 3, 3, 3, 3, 3]  # kept at 1, pruned at 3
-        # c6 goes to bracket 0 again (Hyperband's largest share), c7 to bracket 1: kept past epoch 3
-        assert (expected["c6"], expected["c7"]) == (3, 9)
-        assert policy.trials["c7"].bracket == 1
-
-
-@pytest.mark.ray
-def test_the_searcher_is_told_a_lookahead_pruned_trials_rung_estimate(ray_session, tmp_path) -> None:
-    """With the look-ahead on, Optuna (real, in a real sweep) is told a pruned trial's estimated
-    loss at its rung, not its epoch-1 loss; every other trial its last loss."""
-    import pickle
-
-    curves = {f"c{i}": [1.0 + i / 10 - 0.01 * e for e in range(1, 10)] for i in range(7)}
-    path = _write_table(tmp_path, curves)
-    run = tmp_path / "run"
-    frame, _ = _replay_in_ray(
-        path,
-        run,
-        num_samples=14,
-        scheduler={"grace_epochs": 3, "eta": 3, "brackets": 1, "lookahead": 2},
-        searcher={"type": "optuna", "n_startup_trials": 20},
-        search_space={"config_id": {"type": "choice", "values": list(curves)}},
-    )
-    estimates = json.loads((run / "scheduler_state.json").read_text())["policy"]["estimates"]
-    pruned = frame[frame["stop_reason"] == "lookahead_pruned"]
-    assert len(pruned) and set(pruned["trial_id"]) == set(estimates)
-    state = pickle.loads(sorted((run / "ray").glob("searcher-state-*.pkl"))[-1].read_bytes())
-    told = {t: state["_ot_study"].trials[ot.number].value for t, ot in state["_ot_trials"].items()}
-    for config_id, row in frame.iterrows():
-        last = curves[config_id][row["epochs"] - 1]
-        if row["trial_id"] in estimates:
-            assert told[row["trial_id"]] == pytest.approx(estimates[row["trial_id"]]) != last
-            assert told[row["trial_id"]] < last  # a rung loss, below this trial's epoch-1 loss
-        else:
-            assert told[row["trial_id"]] == pytest.approx(last)
 
 
 def test_lcbench_source_needs_its_data_directory(monkeypatch, tmp_path) -> None:
@@ -567,171 +319,6 @@ def test_replay_trainable_checkpoints_each_epoch_unless_told_not_to(
     assert (result.checkpoint is not None) is checkpoint
 
 
-def test_replay_cli_escalates_when_told_as_a_sweep_does(tmp_path) -> None:
-    """`costtune replay --escalate` opens every bracket on a stall, as a sweep with
-    `scheduler.escalate` does: on curves where the first trial stays best, a later trial runs
-    past the first rung in a later bracket. Off (``--no-escalate``), the one bracket stays and
-    every other trial stops at epoch 1. On is the default, as a sweep's."""
-    curves = {"c00": [0.5 / e for e in range(1, 10)]}
-    curves.update({f"c{i:02d}": [1.0 + i / 100] * 9 for i in range(1, 14)})
-    path = _write_table(tmp_path, curves)
-
-    def run(*extra: str) -> dict:
-        args = ["replay", str(path), "--grace-epochs", "1", "--eta", "3", "--stopping", "none", "--json"]
-        result = CliRunner().invoke(main, [*args, *extra])
-        assert result.exit_code == 0, result.output
-        return json.loads(result.output)
-
-    escalated, plain = run("--escalate"), run("--no-escalate")
-    assert escalated["settings"]["escalate"] is True and plain["settings"]["escalate"] is False
-    assert run() == plain  # off by default
-    assert plain["runs"]["costtune"]["epochs"] == 9 + 13  # c00 to the end, the rest at epoch 1
-    assert escalated["runs"]["costtune"]["epochs"] > plain["runs"]["costtune"]["epochs"]
-    # what opened them, and when: η² = 9 trials after the best, with as many dollars
-    assert escalated["escalation"] == {
-        "opened_by": "stall",
-        "after_trials": 10,
-        "of_trials": 14,
-        "full_runs_after_trials": None,
-    }
-    assert plain["escalation"] is None
-
-
-def test_replay_cli_says_when_the_first_rungs_kept_trials_reversed_their_order(tmp_path) -> None:
-    """Eight trials, each a new best at epoch 1 and worse than the one before from epoch 3 on
-    (grace 1, η 3): the sixth to reach the second rung opens every bracket, before any stall,
-    and the replay says so in one line."""
-    curves = {f"c{i}": [1.0 - i / 100, 0.8, *[0.5 + i / 1000] * 7] for i in range(8)}
-    path = _write_table(tmp_path, curves)
-    args = ["replay", str(path), "--grace-epochs", "1", "--eta", "3", "--stopping", "none"]
-    args += ["--warmup-trials", "0", "--searcher", "order", "--escalate"]
-    result = CliRunner().invoke(main, args)
-    assert result.exit_code == 0, result.output
-    line = next(x for x in result.output.splitlines() if x.startswith("escalation:"))
-    assert line == (
-        "escalation: every bracket opened after 6 of 8 trials "
-        "(the trials the first rung kept reversed their order at the second)"
-    )
-
-
-def test_replay_cli_replays_the_noise_aware_rule_as_a_sweep_runs_it(tmp_path) -> None:
-    """`costtune replay --noise-aware` runs a sweep's `stopping.noise_aware`: the noisy slow
-    improver that the plain rule stops on a flat-looking window runs on (more epochs), the
-    same as the pure rule in the simulator; the default is a sweep's default."""
-    curves = _fast_noisy_flat(40, pace=0.003)
-    path = _write_table(tmp_path, curves)
-
-    def run(*extra: str) -> dict:
-        args = [
-            "replay",
-            str(path),
-            "--scheduler",
-            "fifo",
-            "--price",
-            "1",
-            "--stopping",
-            "relative",
-            "--json",
-        ]
-        result = CliRunner().invoke(main, [*args, *extra])
-        assert result.exit_code == 0, result.output
-        return json.loads(result.output)
-
-    aware, plain = run("--noise-aware"), run("--no-noise-aware")
-    assert aware["settings"]["noise_aware"] is True and plain["settings"]["noise_aware"] is False
-    assert run()["settings"]["noise_aware"] is DEFAULTS.noise_aware
-    table = load_curves(str(path))
-    for doc, noise_aware in ((aware, True), (plain, False)):
-        rule = StoppingRule(min_relative_roi=0.3, spare_best=True, max_epochs=40, noise_aware=noise_aware)
-        sim = simulate(
-            list(table.values()), None, stopping=MarginalRoiStopping(rule), usd_per_device_hour=1.0
-        )
-        assert doc["runs"]["costtune"]["epochs"] == len(sim.epochs)
-    assert aware["runs"]["costtune"]["epochs"] > plain["runs"]["costtune"]["epochs"] + 10
-
-
-def test_replay_cli_stops_with_the_sweeps_default_rule(table_path) -> None:
-    def run(*stopping: str) -> dict:
-        args = ["replay", str(table_path), "--scheduler", "fifo", "--price", "1", "--json", *stopping]
-        result = CliRunner().invoke(main, args)
-        assert result.exit_code == 0, result.output
-        return json.loads(result.output)
-
-    default, none = run("--stopping", "relative"), run("--stopping", "none")
-    assert default["settings"]["stopping"] == "relative" and default["settings"]["rho"] == 0.3
-    assert run() == none  # off by default
-    expected = run("--stopping", "expected")
-    assert expected["settings"]["stopping"] == "expected"
-    assert expected["runs"]["costtune"]["epochs"] < 54  # the flat t5 cannot beat the best: stopped
-    assert default["runs"]["costtune"]["epochs"] < none["runs"]["costtune"]["epochs"] == 54  # flat t5 stops
-    assert default["runs"]["costtune"]["best_val_loss"] == none["runs"]["costtune"]["best_val_loss"]
-
-
-def test_replay_cli_hedges_curves_that_stay_flat_before_they_drop(tmp_path) -> None:
-    """`costtune replay` with the hedge and `--no-hedge`: one good trial, eleven
-    worse ones, then curves flat until epoch 7 that end best. Without the hedge the sweep stalls,
-    opens its later brackets, and every flat start is still pruned; with it, a full run the first
-    rung would have pruned becomes the best, and the sweep switches to full runs."""
-    epochs = 12
-    curves = {"c00": [1.0, 0.6, 0.5, 0.45] + [0.42] * (epochs - 4)}
-    curves.update(
-        {f"c{i:02d}": [1.0 + i / 100, 0.9 + i / 100] + [0.85 + i / 100] * (epochs - 2) for i in range(1, 12)}
-    )
-    curves.update(
-        {f"c{i:02d}": [1.05 + i / 1000] * 7 + [0.5, 0.3, 0.2, 0.15, 0.1 + i / 1000] for i in range(12, 30)}
-    )
-    path = _write_table(tmp_path, curves)
-
-    def run(*extra: str) -> dict:
-        args = [
-            "replay",
-            str(path),
-            "--grace-epochs",
-            "2",
-            "--eta",
-            "3",
-            "--price",
-            "1",
-            "--json",
-            "--escalate",
-        ]
-        args += ["--stopping", "relative", "--warmup-trials", "3"]
-        result = CliRunner().invoke(main, [*args, *extra])
-        assert result.exit_code == 0, result.output
-        return json.loads(result.output)
-
-    hedged, plain = run("--hedge"), run("--no-hedge")
-    assert hedged["settings"]["hedge"] is True and plain["settings"]["hedge"] is False
-    assert (
-        hedged["runs"]["costtune"]["best_val_loss"] < 0.2 < 0.5 < plain["runs"]["costtune"]["best_val_loss"]
-    )
-    # when it switched is said: in the JSON, and in one line (the GP's forgetting: tests/test_pool.py)
-    switched = hedged["escalation"]["full_runs_after_trials"]
-    assert isinstance(switched, int) and 12 < switched < 30
-    assert plain["escalation"]["full_runs_after_trials"] is None
-    text = CliRunner().invoke(
-        main,
-        [
-            *["replay", str(path), "--grace-epochs", "2", "--eta", "3", "--price", "1", "--escalate"],
-            *["--hedge", "--stopping", "relative", "--warmup-trials", "3"],
-        ],
-    )
-    line = f"full runs: after {switched} trials a trial the first rung would have pruned was the best"
-    assert text.exit_code == 0 and line in text.output and "modelled the full runs alone" not in text.output
-    # --no-escalate: nothing opens, the hedge with it
-    assert run("--no-escalate")["settings"]["hedge"] is False
-    # every later bracket's trials judged (the default): the middle bracket's flat starts test the
-    # rung as well as the full runs do, so the switch comes no later than with the full runs alone
-    full = run("--hedge", "--hedge-judges", "full_runs")
-    assert (
-        hedged["settings"]["hedge_judges"] == "every_bracket"
-        and full["settings"]["hedge_judges"] == "full_runs"
-    )
-    assert plain["settings"]["hedge_judges"] is None
-    assert switched <= full["escalation"]["full_runs_after_trials"]
-    assert full["runs"]["costtune"]["best_val_loss"] < 0.2
-
-
 @pytest.mark.ray
 def test_a_sweep_that_judged_flat_starts_says_so_in_its_report_and_replay(
     ray_session, tmp_path, capsys
@@ -755,7 +342,7 @@ def test_a_sweep_that_judged_flat_starts_says_so_in_its_report_and_replay(
             list(curves),
             max_epochs=12,
             max_concurrent_trials=2,
-            scheduler={"grace_epochs": 2, "eta": 3, "escalate": False},
+            scheduler={"grace_epochs": 2, "eta": 3},
         )
     )
     result = run_sweep(config, tmp_path / "run")
@@ -782,89 +369,6 @@ def test_a_sweep_that_judged_flat_starts_says_so_in_its_report_and_replay(
         ["replay", str(_write_table(tmp_path / "falling", falling)), "--grace-epochs", "2", "--eta", "3"],
     )
     assert calm.exit_code == 0 and "note:" not in calm.output
-
-
-@pytest.mark.ray
-def test_rung_checks_in_a_ray_sweep_probe_and_open_the_brackets_like_the_simulator(
-    ray_session, tmp_path
-) -> None:
-    """`scheduler.rung_checks` in a real sweep (6 epochs, grace 2, η 3, one trial at a time): a
-    slow starter the first rung prunes while it still falls fast runs on as a probe, beats the
-    promoted trial at epoch 4, and every bracket opens. Ray's CostAwareHyperBand ends the same
-    trials at the same epochs as the pure policy in the simulator; without the checks the slow
-    starter stops at its first rung."""
-    curves = {"c0": [1.0, 0.5, 0.45, 0.44, 0.43, 0.42], "c1": [2.0, 1.0, 0.6, 0.40, 0.30, 0.20]}
-    curves.update({f"c{i}": [1.2 + i / 100] * 6 for i in range(2, 7)})
-    path = _write_table(tmp_path, curves)
-    run = tmp_path / "run"
-    geometry = {"grace_epochs": 2, "eta": 3, "brackets": 1, "escalate": True, "warmup_trials": None}
-    frame, ran = _replay_in_ray(
-        path,
-        run,
-        max_epochs=6,
-        scheduler={**geometry, "rung_checks": 1},
-        search_space={"config_id": {"type": "choice", "values": list(curves)}},
-    )
-    table = load_curves(str(path))
-    policy = AsyncHyperband(max_epochs=6, grace_epochs=2, eta=3, brackets=1, escalate=True, rung_checks=1)
-    expected = simulate([table[c] for c in ran], policy, workers=1).stopped_at
-    assert frame["epochs"].to_dict() == expected
-    assert ran[:2] == ["c0", "c1"] and expected["c1"] == 6
-    assert policy.checks.failed and policy.open_brackets == len(policy.rungs_by_bracket) == 2
-    state = json.loads((run / "scheduler_state.json").read_text())["policy"]
-    assert state["checks"]["failed"] is True and state["checks"]["probes"] == policy.checks.probes
-    plain = AsyncHyperband(max_epochs=6, grace_epochs=2, eta=3, brackets=1, escalate=True)
-    assert simulate([table[c] for c in ran], plain, workers=1).stopped_at["c1"] == 2
-
-
-@pytest.mark.ray
-@pytest.mark.parametrize("judges", ["full_runs", "every_bracket"])
-def test_the_hedge_in_a_ray_sweep_runs_flat_starts_in_full_and_switches_like_the_simulator(
-    ray_session, tmp_path, judges
-) -> None:
-    """`scheduler.hedge` in a real sweep (8 epochs, grace 2, η 2, the relative stopper judging
-    from epoch 2, one trial at a time): a good trial, eight worse ones the first rung prunes
-    (the sweep stalls and every bracket opens), then curves flat until epoch 5 that end best. A
-    flat trial of the bracket without rungs is not stopped by the stopper's pace, ends the
-    sweep's best, and every later trial is a full run. Ray's scheduler and stopper end the same
-    trials at the same epochs as the pure policy and rule in the simulator; without the hedge,
-    the stopper ends every flat start at epoch 2. ``scheduler.hedge_judges: every_bracket``
-    reaches Ray's policy too (its geometry is saved with it) and decides as the simulator's."""
-    curves = {"c00": [1.0, 0.6, 0.5, 0.45, 0.42, 0.41, 0.40, 0.40]}
-    curves.update({f"c{i:02d}": [1.0 + i / 100, 0.9 + i / 100] + [0.85 + i / 100] * 6 for i in range(1, 9)})
-    curves.update({f"c{i:02d}": [1.0 + i / 1000] * 5 + [0.3, 0.2, 0.1 + i / 1000] for i in range(9, 16)})
-    path = _write_table(tmp_path, curves)
-    settings = {"min_relative_roi": 0.3, "window_epochs": 1, "min_epochs": 2, "noise_aware": True}
-    geometry = {"grace_epochs": 2, "eta": 2, "brackets": 1, "escalate": True, "warmup_trials": None}
-    frame, ran = _replay_in_ray(
-        path,
-        tmp_path / "run",
-        max_epochs=8,
-        scheduler={**geometry, "hedge": True, "hedge_judges": judges},
-        stopping=settings,
-        search_space={"config_id": {"type": "choice", "values": list(curves)}},
-    )
-    table = load_curves(str(path))
-    rule = StoppingRule(spare_best=True, max_epochs=8, **settings)  # type: ignore[arg-type]
-
-    def simulated(hedge: bool) -> tuple[dict[str, int], AsyncHyperband]:
-        every = judges == "every_bracket"
-        policy = AsyncHyperband(8, 2, 2, 1, escalate=True, hedge=hedge, judge_every_bracket=every)
-        sim = simulate(
-            [table[c] for c in ran], policy, stopping=MarginalRoiStopping(rule), usd_per_device_hour=1.0
-        )
-        return sim.stopped_at, policy
-
-    expected, policy = simulated(True)
-    assert frame["epochs"].to_dict() == expected
-    full_flat = [c for c in ran if c >= "c09" and expected[c] == 8]
-    assert full_flat and policy.switched  # a flat start ran in full and switched the sweep
-    assert frame.loc[full_flat, "best_val_loss"].min() < 0.2
-    state = json.loads((tmp_path / "run" / "scheduler_state.json").read_text())["policy"]
-    assert state["escalation"]["switched"] is True and state["geometry"]["hedge"] is True
-    assert state["geometry"].get("hedge_judges", "full_runs") == judges
-    without, _ = simulated(False)
-    assert all(without[c] == 2 for c in ran if c >= "c09")
 
 
 def test_replay_cli_gp_is_seeded_and_a_removed_gp_option_is_refused(tmp_path) -> None:

@@ -373,34 +373,14 @@ def test_a_resume_refuses_a_config_edited_away_from_the_scheduler_that_ran(small
         config["scheduler"].update(undo)
 
     refused({"eta": 4}, "scheduler.eta is 4, but the sweep ran with 3")
-    # escalation off in the config, on in the run (the default): named the same way
-    refused({"escalate": False}, "scheduler.escalate is False, but the sweep ran with True")
-    # rung checks turned on after the run: Tune would resume without them, silently
-    refused({"rung_checks": 2}, "scheduler.rung_checks is 2, but the sweep ran with 0")
-    # the hedge turned off after the run: refused the same way
-    refused({"hedge": False}, "scheduler.hedge is False, but the sweep ran with True")
-    # the full runs alone judged for the switch after a run that judged every bracket (the
-    # default): the same
-    refused(
-        {"hedge_judges": "full_runs"},
-        "scheduler.hedge_judges is 'full_runs', but the sweep ran with 'every_bracket'",
-    )
-    # a run of a costtune whose default judged the full runs alone: its config.yaml has no
-    # hedge_judges key and its state no hedge_judges in the geometry; it resumes as it ran, where
-    # the key set to the new default is refused
-    older = json.loads((run / "scheduler_state.json").read_text())
-    assert older["policy"]["geometry"].pop("hedge_judges") == "every_bracket"
-    (tmp_path / "older_state.json").write_text(json.dumps(older))
-    judges = config["scheduler"].pop("hedge_judges")
-    check_scheduler_state(parse_config(config), tmp_path / "older_state.json")
-    with pytest.raises(
-        ConfigError, match=r"hedge_judges is 'every_bracket', but the sweep ran with 'full_runs'"
-    ):
-        check_scheduler_state(
-            parse_config({**config, "scheduler": {**config["scheduler"], "hedge_judges": judges}}),
-            tmp_path / "older_state.json",
-        )
-    config["scheduler"]["hedge_judges"] = judges
+    # a run started with an option this version no longer has (escalation), in its config.yaml
+    # or in its saved scheduler: it cannot decide as it did, refused in one line
+    refused({"escalate": True}, "scheduler.escalate is set, an option this version of costtune no longer has")
+    state = json.loads((run / "scheduler_state.json").read_text())
+    state["policy"]["geometry"]["escalate"] = True
+    (tmp_path / "escalated_state.json").write_text(json.dumps(state))
+    with pytest.raises(ConfigError, match=r"^scheduler state: the sweep ran with scheduler.escalate True"):
+        check_scheduler_state(parse_config(config), tmp_path / "escalated_state.json")
     # a state file damaged by hand is named, not a traceback
     config["scheduler"]["eta"] = 3
     (run / "config.yaml").write_text(yaml.safe_dump(config))

@@ -32,11 +32,10 @@ STEADY = {
 @pytest.mark.parametrize(
     "stopping",
     [
-        None,  # the config's own: ε in val_loss per core-hour, and patience
-        # the scale-free rule alone: no threshold in the metric's units
-        {"min_relative_roi": 0.1, "window_epochs": 10, "min_epochs": 10},
+        None,  # the config's own: marginal ROI, and patience
+        {"min_marginal_roi": 400.0},  # the marginal ROI alone
     ],
-    ids=["epsilon", "relative"],
+    ids=["with-patience", "roi-alone"],
 )
 def test_reference_story_config_cuts_long_runs_where_they_flatten(ray_session, tmp_path, stopping) -> None:
     raw = yaml.safe_load((REPO / "experiments" / "digits_long.yaml").read_text())
@@ -148,10 +147,10 @@ def test_stopping_rules_in_the_config_are_validated() -> None:
     from costtune.errors import ConfigError
 
     with pytest.raises(
-        ConfigError, match="^stopping.window_epochs: input should be greater than or equal to 1"
+        ConfigError, match="^stopping.patience_epochs: input should be greater than or equal to 1"
     ):
-        parse_config({**raw, "stopping": {"window_epochs": 0}})
-    assert load_config(REPO / "experiments" / "digits_long.yaml").stopping.min_slope_per_device_hour == 20.0
+        parse_config({**raw, "stopping": {"patience_epochs": 0}})
+    assert load_config(REPO / "experiments" / "digits_long.yaml").stopping.min_marginal_roi == 400.0
 
 
 def test_cost_aware_pbt_exploits_and_conserves_metered_cost(ray_session, tmp_path) -> None:

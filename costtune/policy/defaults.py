@@ -9,7 +9,8 @@ at 5 epochs, the best fifth (⌊n/η⌋, at least one) of each rung going on —
 ``SuccessiveHalvingPruner(min_resource=5, reduction_factor=5)`` decision for decision. Each
 mechanism built on top of it (escalation and the hedge, the warm-up, the look-ahead, the rung
 checks, the relative stopping rule) was dearer than the rungs alone on at least one family of
-curves, significantly, and stays an option that is off. The searcher is Optuna's univariate
+curves, significantly, and is no longer a sweep's option; :class:`~costtune.policy.AsyncHyperband`
+keeps them, off, for the benchmarks' ablations. The searcher is Optuna's univariate
 TPE: with the same rungs it reached the targets cheaper than random search on LCBench
 (p < 0.01) and was level elsewhere (``benchmarks/RESULTS.md``, "Choosing the default on
 several families").
