@@ -93,12 +93,29 @@ def _axis(title: str, **more: Any) -> dict[str, Any]:
     return {"title": {"text": title}, "automargin": True, **more}
 
 
-def _log_if_wide(values: Iterable[float]) -> str:
-    """``"log"`` when every value is positive and they span 1.5 decades or more."""
+def _log_if_wide(values: Iterable[float], decades: float = 1.5) -> str:
+    """``"log"`` when every value is positive and they span ``decades`` decades or more."""
     finite = [v for v in values if v is not None and math.isfinite(v)]
-    if finite and min(finite) > 0 and max(finite) / min(finite) >= 10**1.5:
+    if finite and min(finite) > 0 and max(finite) / min(finite) >= 10**decades:
         return "log"
     return "linear"
+
+
+def dollar_tickformat(largest: float) -> str:
+    """A d3 tick format for a dollar axis whose largest value is ``largest``: plain decimals a
+    person reads ($0.0004, $0.25, $12, $1.2k), never SI's "10µ" or an exponent."""
+    if not math.isfinite(largest) or largest <= 0:
+        return ",.2f"
+    if largest >= 1000:
+        return ",.3~s"
+    if largest >= 10:
+        return ",.0f"
+    return f",.{max(2, 1 - math.floor(math.log10(largest)))}~f"
+
+
+def dollar_axis(title: str, largest: float, **more: Any) -> dict[str, Any]:
+    """A dollar axis (``$`` before each tick, :func:`dollar_tickformat`)."""
+    return _axis(title, tickprefix="$", tickformat=dollar_tickformat(largest), **more)
 
 
 def _layout(x: str, y: str, **more: Any) -> dict[str, Any]:
@@ -169,17 +186,33 @@ def money_panel(ledger: Ledger) -> Panel:
             }
         )
     ys = [p.metric for p in points] + [p.metric for p in full]
+    counterfactual = full[-1].usd if full else None
+    beyond = (
+        f" Dashed: the same trials had each been paid to max_epochs (their observed best; what the "
+        f"saving is measured against): {usd_text(counterfactual)} in all, past the right edge "
+        "(double-click the chart to see it whole)."
+        if counterfactual is not None and counterfactual > spent
+        else ""
+    )
+    # the axis ends at the dollars spent: the counterfactual runs on past the edge, so the
+    # sweep's own curve uses the width
+    xaxis = dollar_axis("sweep dollars spent", spent, range=[0, spent * 1.03] if spent > 0 else None)
     return Panel(
         "money",
         "Best so far against dollars",
         f"The best {html.escape(metric)} of the sweep against what the whole sweep had spent (every "
-        "epoch of every trial, in the order they ran); a marker where a new best arrived. Dashed: the "
-        "same trials had each been paid to max_epochs (their observed best; what the saving is "
-        "measured against).",
+        f"epoch of every trial, in the order they ran); a marker where a new best arrived.{beyond}",
         data,
-        _layout("sweep dollars spent", metric, yaxis=_axis(metric, type=_log_if_wide(ys))),
+        _layout("sweep dollars spent", metric, xaxis=xaxis, yaxis=_axis(metric, type=_log_if_wide(ys, 1.0))),
         None if data else "no trial reported the metric",
     )
+
+
+def usd_text(value: float | None) -> str:
+    """:func:`costtune.report.usd`, HTML-escaped."""
+    from costtune.report import usd
+
+    return html.escape(usd(value))
 
 
 def curves_panel(ledger: Ledger, best_id: str | None, elbow: Any = None) -> Panel:
@@ -242,13 +275,15 @@ def curves_panel(ledger: Ledger, best_id: str | None, elbow: Any = None) -> Pane
             }
         )
     data.extend(best_trace)  # drawn last: on top
-    if elbow is not None and best_id is not None:
+    if elbow is not None and best_id is not None and best_id in ledger.trials:
+        # on the trial's own curve: its metric at that epoch (the elbow's metric is its best so far)
+        own = {e: m for e, _s, m in ledger.trials[best_id].history}
         data.append(
             {
                 "type": "scatter",
                 "mode": "markers",
                 "x": [elbow.epoch],
-                "y": [_num(elbow.metric)],
+                "y": [_num(own.get(elbow.epoch, elbow.metric))],
                 "marker": {"size": 12, "color": "#d62728", "symbol": "circle-open", "line": {"width": 3}},
                 "name": f"elbow of best trial {best_id} (epoch {elbow.epoch})",
                 "hovertext": [
@@ -327,8 +362,10 @@ def pareto_panel(ledger: Ledger, frame: pd.DataFrame, best_id: str | None) -> Pa
         _layout(
             "trial dollars",
             f"best {metric}",
-            xaxis=_axis(
-                "trial dollars", type=_log_if_wide(rows["cost_usd"].tolist() if not rows.empty else [])
+            xaxis=dollar_axis(
+                "trial dollars",
+                float(rows["cost_usd"].max()) if not rows.empty else 0.0,
+                type=_log_if_wide(rows["cost_usd"].tolist() if not rows.empty else []),
             ),
             yaxis=_axis(f"best {metric}", type=_log_if_wide(rows[column].tolist() if not rows.empty else [])),
         ),
@@ -674,7 +711,16 @@ table{border-collapse:collapse;font-size:12px}
 td,th{padding:2px 6px;border-bottom:1px solid #ddd;white-space:nowrap;text-align:right}
 th{cursor:pointer;background:#f4f4f4;position:sticky;top:0}th:after{content:' \\2195';color:#aaa}
 .filter{margin:.3em 0;padding:3px;width:20em}
-ul.summary li{margin:.15em 0}
+ul.summary li{margin:.15em 0;overflow-wrap:anywhere}
+.cards{display:flex;flex-wrap:wrap;gap:1em;margin:.5em 0 1em}
+.card{flex:1 1 340px;min-width:0;border:1px solid #ccd;border-radius:6px;padding:.6em 1em;background:#fafbff}
+.card h2{margin:.1em 0 .4em}
+.card dl{display:grid;grid-template-columns:max-content 1fr;gap:.2em .8em;margin:0}
+.card dt{color:#555}.card dd{margin:0;font-weight:600;overflow-wrap:anywhere}
+.card .why{color:#555;font-size:.85em;font-weight:400}
+.card pre{background:#f1f1f1;padding:.5em;overflow-x:auto;font-size:12px;white-space:pre-wrap;
+  overflow-wrap:anywhere}
+.card code{overflow-wrap:anywhere}
 """
 
 _JS = """
@@ -693,10 +739,23 @@ _JS = """
     b.className = 'banner'; b.textContent = 'This panel could not be drawn: ' + message;
     div.parentNode.insertBefore(b, div);
   }
+  status.fields = {}; status.axes = {};
+  status.width = {scroll: document.documentElement.scrollWidth, inner: window.innerWidth};
+  document.querySelectorAll('[data-field]').forEach(function(el){
+    status.fields[el.getAttribute('data-field')] = el.textContent;
+  });
+  document.querySelectorAll('button.copy').forEach(function(b){
+    b.addEventListener('click', function(){
+      var text = document.getElementById(b.getAttribute('data-copy')).textContent;
+      if (navigator.clipboard) navigator.clipboard.writeText(text);
+    });
+  });
   PANELS.forEach(function(p){
     try {
       Plotly.newPlot(p.id, p.data, p.layout, {responsive:true, displaylogo:false});
       status.panels[p.id] = p.data.reduce(function(n, t){ return n + points(t); }, 0);
+      var gd = document.getElementById(p.id);
+      if (gd.layout && gd.layout.xaxis && gd.layout.xaxis.range) status.axes[p.id] = gd.layout.xaxis.range;
     } catch (e) { status.errors.push(p.id + ': ' + e.message); banner(p.id, e.message); }
   });
   // the rendered hover label of the best trial's point, in panels that have one (#selfcheck)
@@ -766,8 +825,16 @@ def _json_default(value: Any) -> Any:
     return str(value)
 
 
-def page(title: str, intro: str, panels: Sequence[Panel], tables: Sequence[str], best: str | None) -> str:
-    """A self-contained HTML page: Plotly.js inlined, every panel's data in the page."""
+def page(
+    title: str,
+    intro: str,
+    panels: Sequence[Panel],
+    tables: Sequence[str],
+    best: str | None,
+    cards: str = "",
+) -> str:
+    """A self-contained HTML page: Plotly.js inlined, every panel's data in the page; ``cards``
+    (HTML) first, under the title."""
     from plotly.offline import get_plotlyjs
 
     sections = []
@@ -787,7 +854,7 @@ def page(title: str, intro: str, panels: Sequence[Panel], tables: Sequence[str],
         "<meta name='viewport' content='width=device-width, initial-scale=1'>"
         f"<title>{html.escape(title)}</title><style>{_CSS}</style>"
         f"<script>{get_plotlyjs()}</script></head><body>"
-        f"<h1>{html.escape(title)}</h1>{intro}{''.join(sections)}{''.join(tables)}"
+        f"<h1>{html.escape(title)}</h1>{cards}{intro}{''.join(sections)}{''.join(tables)}"
         f"<script>var PANELS = {_json(drawn)}; var BEST = {_json(best)};{_JS}</script></body></html>"
     )
 

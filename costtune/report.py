@@ -10,6 +10,7 @@ import html
 import json
 import math
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import pandas as pd
@@ -383,7 +384,8 @@ def report_panels(report: Report, importance: Any = None) -> list[Any]:
 
 
 def report_html(report: Report, by: str = "metric", importance: Any = None) -> str:
-    """One self-contained interactive page: the summary, the panels, the trial table."""
+    """One self-contained interactive page: the headline and best-trial cards, the summary,
+    the panels, the trial table."""
     from costtune import htmlreport as hr
 
     s = report.summary
@@ -395,7 +397,103 @@ def report_html(report: Report, by: str = "metric", importance: Any = None) -> s
         report_panels(report, importance),
         [table],
         s.get("best_trial_id"),
+        cards=report_cards(report),
     )
+
+
+def duration(seconds: float | None) -> str:
+    """Wall-clock time as people say it: 42 s, 3 min 5 s, 2 h 14 min."""
+    if seconds is None or not math.isfinite(seconds):
+        return "–"
+    if seconds < 60:
+        return f"{seconds:.0f} s"
+    minutes = int(seconds // 60)
+    if minutes < 60:
+        return f"{minutes} min {seconds - 60 * minutes:.0f} s"
+    return f"{minutes // 60} h {minutes % 60} min"
+
+
+def load_snippet(report: Report, checkpoint: Path) -> str:
+    """Python that loads the best trial's weights: the built-in trainable's ``load_model``, or,
+    for a function trainable, Ray's ``Checkpoint`` of that directory."""
+    config = report.run.config
+    if config.trainable.name == "amp":
+        args = {**config.trainable.args, **(report.summary.get("best_config") or {})}
+        return (
+            "from costtune.trainables.amp import load_model\n\n"
+            f"model = load_model({str(checkpoint)!r}, {args!r})"
+        )
+    return (
+        "from ray.tune import Checkpoint\n\n"
+        f"checkpoint = Checkpoint.from_directory({str(checkpoint)!r})  # the files your trainable saved"
+    )
+
+
+def report_cards(report: Report) -> str:
+    """The report's first screen (HTML): what the sweep cost and saved, against what, its time
+    and best metric; and which trial's weights to use, with the Python that loads them."""
+    s = report.summary
+    written = read_summary_file(report.run.directory)
+    saved, full = s.get("saved_fraction"), s.get("cost_if_all_ran_full_usd")
+    saved_text = "–" if saved is None else f"{saved:.0%}"
+    against = (
+        f"against {usd(full)}: what the same {s['trials']} trials would have cost had each run to "
+        f"max_epochs ({report.run.config.max_epochs}) at its own metered cost per epoch. An "
+        "extrapolation, not a measured run."
+    )
+    hours = f"{s['total_device_hours']:.3g} device-hours" + (
+        f", {s['total_gpu_hours']:.3g} GPU-hours" if s.get("total_gpu_hours") else ""
+    )
+    metric = s["metric"]
+    headline = (
+        "<div class='card' data-card='headline'><h2>This sweep</h2><dl>"
+        f"<dt>spent</dt><dd><span data-field='spent'>{html.escape(usd(s['total_cost_usd']))}</span>"
+        f" <span class='why'>{html.escape(hours)}</span></dd>"
+        f"<dt>saved</dt><dd><span data-field='saved'>{saved_text}</span> "
+        f"<span class='why' data-field='saved_against'>{html.escape(against)}</span></dd>"
+        f"<dt>time</dt><dd data-field='time'>{html.escape(duration(written.get('wall_seconds')))}</dd>"
+        f"<dt>best {html.escape(metric)}</dt><dd data-field='best_metric'>"
+        f"{html.escape(_fmt(s.get('best_metric')))}</dd>"
+        "</dl></div>"
+    )
+    best_id = s.get("best_trial_id")
+    if best_id is None:
+        return f"<section class='cards'>{headline}</section>"
+    config = "".join(
+        f"<dt>{html.escape(str(k))}</dt><dd>{html.escape(_fmt(v))}</dd>"
+        for k, v in (s.get("best_config") or {}).items()
+    )
+    relative = s.get("best_checkpoint")
+    if relative:
+        where = report.run.directory / relative
+        weights = (
+            f"<p>weights: <code data-field='checkpoint'>{html.escape(str(where))}</code></p>"
+            f"<pre id='load-snippet' data-field='snippet'>{html.escape(load_snippet(report, where))}</pre>"
+            "<button class='copy' data-copy='load-snippet'>copy</button>"
+        )
+    else:
+        weights = (
+            "<p data-field='checkpoint'>no checkpoint of that epoch is in the run (none written, "
+            "or deleted)</p>"
+        )
+    best = (
+        "<div class='card' data-card='best'><h2>Which weights to use</h2><dl>"
+        f"<dt>trial</dt><dd data-field='best_trial'>{html.escape(str(best_id))}</dd>"
+        f"<dt>best epoch</dt><dd data-field='best_epoch'>{s.get('best_epoch')}</dd>"
+        f"<dt>{html.escape(metric)}</dt><dd>{html.escape(_fmt(s.get('best_metric')))}</dd>"
+        f"<dt>its dollars</dt><dd data-field='best_cost'>{html.escape(usd(s.get('best_cost_usd')))}</dd>"
+        f"{config}</dl>{weights}</div>"
+    )
+    return f"<section class='cards'>{headline}{best}</section>"
+
+
+def read_summary_file(directory: Path) -> dict[str, Any]:
+    """The run's ``summary.json`` as written (``{}`` where it is missing or unreadable)."""
+    try:
+        data = json.loads((directory / "summary.json").read_text())
+    except (OSError, ValueError):
+        return {}
+    return data if isinstance(data, dict) else {}
 
 
 # -------------------------------------------------------------------------- compare

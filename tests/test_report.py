@@ -139,7 +139,7 @@ def _chromium() -> str:
     return chromium
 
 
-def _render(page: Path, tmp_path: Path, shot_name: str) -> dict:
+def _render(page: Path, tmp_path: Path, shot_name: str, width: int = 1280) -> dict:
     """Open ``page`` in headless Chromium: what its script recorded after drawing every panel
     and hovering the best trial's point (``#selfcheck``), and a screenshot kept in
     ``test-artifacts/``."""
@@ -153,6 +153,7 @@ def _render(page: Path, tmp_path: Path, shot_name: str) -> dict:
         "--no-first-run",
         "--virtual-time-budget=15000",
         f"--user-data-dir={tmp_path / 'profile'}",
+        f"--window-size={width},4400",
     ]
     dom = subprocess.run(
         [_chromium(), *flags, "--dump-dom", page.as_uri() + "#selfcheck"],
@@ -170,7 +171,6 @@ def _render(page: Path, tmp_path: Path, shot_name: str) -> dict:
             *flags,
             "--hide-scrollbars",
             f"--screenshot={shot}",
-            "--window-size=1280,4400",
             page.as_uri(),
         ],
         capture_output=True,
@@ -197,6 +197,41 @@ def test_html_report_renders_every_panel_in_headless_chromium(small_run, tmp_pat
     for panel in ("money", "curves", "pareto", "roi"):
         assert best in render["hover"].get(panel, ""), (panel, render["hover"])
     assert "best trial" in render["hover"]["curves"]
+
+
+def test_the_report_opens_on_what_the_sweep_cost_saved_and_which_weights_to_use(small_run, tmp_path) -> None:
+    """The first screen, as Chromium drew it: the headline card's dollars, saving (and against
+    what, in words), time and best metric are the run's; the best-trial card names its trial,
+    best epoch and dollars, and a checkpoint directory that exists, with Python that loads it;
+    the best-so-far chart's x-axis ends at the dollars spent, not at the counterfactual's; at
+    400 px the page does not scroll sideways."""
+    from costtune.report import duration, usd
+
+    run = load_run(small_run.output_dir)
+    report = build_report(run)
+    s = report.summary
+    page = tmp_path / "report.html"
+    page.write_text(report_html(report))
+    render = _render(page, tmp_path, "report-400.png", width=400)
+    assert render["errors"] == []
+    fields = render["fields"]
+    assert fields["spent"] == usd(s["total_cost_usd"])
+    assert fields["saved"] == f"{s['saved_fraction']:.0%}"
+    assert usd(s["cost_if_all_ran_full_usd"]) in fields["saved_against"]
+    assert "An extrapolation, not a measured run." in fields["saved_against"]
+    assert fields["time"] == duration(
+        json.loads((run.directory / "summary.json").read_text())["wall_seconds"]
+    )
+    assert fields["best_trial"] == s["best_trial_id"] and fields["best_epoch"] == str(s["best_epoch"])
+    assert fields["best_cost"] == usd(s["best_cost_usd"])
+    checkpoint = Path(fields["checkpoint"])
+    assert checkpoint.is_dir() and checkpoint == run.directory / s["best_checkpoint"]
+    assert f"load_model({str(checkpoint)!r}" in fields["snippet"]
+    spent = sum(row.usd for row in run.ledger.timeline)
+    low, high = render["axes"]["money"]
+    assert low == 0 and high == pytest.approx(spent * 1.03)
+    assert s["cost_if_all_ran_full_usd"] > high  # the counterfactual runs past the edge
+    assert render["width"]["scroll"] <= render["width"]["inner"], render["width"]
 
 
 def test_compare_hyperband_with_random_search_without_stopping(small_run, random_full_run) -> None:
