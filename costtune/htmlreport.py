@@ -428,8 +428,31 @@ def spend_panel(by_reason: Mapping[str, float], by_band: Mapping[str, float]) ->
     )
 
 
+def _choice_labels(raw: Sequence[Any], spec: Any) -> list[str]:
+    """A choice's values in the order a person reads them: numbers ascending, else the
+    search space's own order, then any value the space does not list."""
+    seen = list(dict.fromkeys(raw))
+    if all(isinstance(v, int | float) and not isinstance(v, bool) for v in seen):
+        return [_fmt(v) for v in sorted(seen)]
+    listed = [v for v in (getattr(spec, "values", None) or []) if v in seen]
+    return list(dict.fromkeys(_fmt(v) for v in [*listed, *seen]))
+
+
+def _log_ticks(low: float, high: float) -> tuple[list[float], list[str]]:
+    """Ticks of a log10 axis from ``low`` to ``high`` (both > 0), labelled with the values
+    themselves (1e-4 as 0.0001): each decade, and 2 and 5 times it where the span is short."""
+    first, last = math.floor(math.log10(low)), math.ceil(math.log10(high))
+    steps = (1, 2, 5) if last - first <= 2 else (1,)
+    values = [m * 10.0**d for d in range(first, last + 1) for m in steps]
+    shown = [v for v in values if low / 1.0001 <= v <= high * 1.0001] or [low, high]
+    return [math.log10(v) for v in shown], [f"{v:.10g}" if v >= 1e-4 else f"{v:.0e}" for v in shown]
+
+
 def parallel_panel(ledger: Ledger, search_space: Mapping[str, Any]) -> Panel:
-    """Parallel coordinates of the hyperparameters, coloured by the best metric."""
+    """Parallel coordinates of the hyperparameters and the epochs each trial ran, coloured by
+    the best metric on a robust scale (its 5th to 95th percentile), as Optuna's and W&B's draw
+    them: choices in order, log axes labelled with values. ``ids``: the trial of each line,
+    for the page's link to the table (brushing an axis filters it)."""
     metric = ledger.spec.metric
     records = [r for r in ledger.trials.values() if not math.isnan(ledger.best_metric(r)) and r.config]
     names = [n for n in search_space if any(n in r.config for r in records)] or sorted(
@@ -442,10 +465,20 @@ def parallel_panel(ledger: Ledger, search_space: Mapping[str, Any]) -> Panel:
         numbers = [float(v) for v in raw if isinstance(v, int | float) and not isinstance(v, bool)]
         if len(numbers) == len(raw) and getattr(spec, "type", "") != "choice":
             log = getattr(spec, "type", "") in ("loguniform", "logint") and all(v > 0 for v in numbers)
-            values = [math.log10(v) if log else v for v in numbers]
-            dimensions.append({"label": f"log10 {name}" if log else name, "values": values})
+            if log and numbers:
+                tickvals, ticktext = _log_ticks(min(numbers), max(numbers))
+                dimensions.append(
+                    {
+                        "label": f"{name} (log)",
+                        "values": [math.log10(v) for v in numbers],
+                        "tickvals": tickvals,
+                        "ticktext": ticktext,
+                    }
+                )
+            else:
+                dimensions.append({"label": name, "values": numbers})
         else:
-            labels = list(dict.fromkeys(_fmt(v) for v in raw))
+            labels = _choice_labels(raw, spec)
             index = {label: i for i, label in enumerate(labels)}
             dimensions.append(
                 {
@@ -458,16 +491,26 @@ def parallel_panel(ledger: Ledger, search_space: Mapping[str, Any]) -> Panel:
     scores = [ledger.best_metric(r) for r in records]
     data: list[dict[str, Any]] = []
     if dimensions and len(records) >= 2:
+        ran = [r.epochs for r in records]
+        dimensions.append({"label": "epochs run", "values": ran})
         dimensions.append({"label": f"best {metric}", "values": scores})
+        ordered = sorted(scores)
+        low = ordered[int(0.05 * (len(ordered) - 1))]
+        high = ordered[int(0.95 * (len(ordered) - 1))]
         data.append(
             {
                 "type": "parcoords",
                 "dimensions": dimensions,
+                "ids": [r.trial_id for r in records],
+                "labelangle": -20,
+                "labelside": "top",
                 "line": {
                     "color": scores,
                     "colorscale": "Viridis",
-                    # the good end is bright either way
+                    # the good end is bright either way; a diverged trial does not set the scale
                     "reversescale": ledger.spec.direction is Direction.MIN,
+                    "cmin": low,
+                    "cmax": high if high > low else low + 1e-12,
                     "showscale": True,
                     "colorbar": {"title": {"text": metric}},
                 },
@@ -476,10 +519,12 @@ def parallel_panel(ledger: Ledger, search_space: Mapping[str, Any]) -> Panel:
     return Panel(
         "parallel",
         "Hyperparameters, coloured by the result",
-        f"One line per trial through its hyperparameters to its best {html.escape(metric)} (brighter is "
-        "better). Drag along an axis to keep a range.",
+        f"One line per trial through its hyperparameters and the epochs it ran (the rungs' cuts: "
+        f"trials that ran to max_epochs sit at the top) to its best {html.escape(metric)}; brighter is "
+        "better, on its 5th to 95th percentile. Drag along an axis to keep a range: the trial table "
+        "below keeps those trials.",
         data,
-        {"margin": {"t": 50, "r": 60, "b": 30, "l": 60}},
+        {"margin": {"t": 80, "r": 60, "b": 30, "l": 60}},
         None if data else "needs two trials with hyperparameters and a metric",
     )
 
@@ -681,14 +726,15 @@ def table_html(frame: pd.DataFrame, table_id: str, caption: str) -> str:
     the page instead of widening it."""
     head = "".join(f"<th>{html.escape(str(c))}</th>" for c in frame.columns)
     body = []
-    for row in frame.itertuples(index=False):
+    ids = frame["trial_id"].astype(str).tolist() if "trial_id" in frame.columns else [""] * len(frame)
+    for trial_id, row in zip(ids, frame.itertuples(index=False), strict=True):
         cells = []
         for value in row:
             number = _num(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
             text = "–" if value is None or (isinstance(value, float) and math.isnan(value)) else _fmt(value)
             key = f' data-v="{number!r}"' if number is not None else ""
             cells.append(f"<td{key}>{html.escape(text)}</td>")
-        body.append("<tr>" + "".join(cells) + "</tr>")
+        body.append(f"<tr data-trial='{html.escape(trial_id)}'>" + "".join(cells) + "</tr>")
     return (
         f"<section class='table'><h2>{html.escape(caption)}</h2>"
         f"<input class='filter' data-table='{table_id}' placeholder='filter rows (any text)' "
@@ -712,6 +758,7 @@ td,th{padding:2px 6px;border-bottom:1px solid #ddd;white-space:nowrap;text-align
 th{cursor:pointer;background:#f4f4f4;position:sticky;top:0}th:after{content:' \\2195';color:#aaa}
 .filter{margin:.3em 0;padding:3px;width:20em}
 ul.summary li{margin:.15em 0;overflow-wrap:anywhere}
+tr.brushed-out{display:none}
 .cards{display:flex;flex-wrap:wrap;gap:1em;margin:.5em 0 1em}
 .card{flex:1 1 340px;min-width:0;border:1px solid #ccd;border-radius:6px;padding:.6em 1em;background:#fafbff}
 .card h2{margin:.1em 0 .4em}
@@ -799,6 +846,41 @@ _JS = """
       rows.forEach(function(r){ body.appendChild(r); });
     });
   });
+  // brushing an axis of the parallel coordinates keeps those trials in the table
+  var par = document.getElementById('parallel');
+  function brushed(){
+    var t = par.data[0], keep = {};
+    for (var i = 0; i < t.ids.length; i++) {
+      var ok = true;
+      t.dimensions.forEach(function(d){
+        var r = d.constraintrange;
+        if (!r || !ok) return;
+        var ranges = Array.isArray(r[0]) ? r : [r], v = d.values[i], inside = false;
+        ranges.forEach(function(x){ if (v >= x[0] && v <= x[1]) inside = true; });
+        ok = inside;
+      });
+      if (ok) keep[t.ids[i]] = true;
+    }
+    document.querySelectorAll('table#trials tbody tr').forEach(function(row){
+      row.classList.toggle('brushed-out', !keep[row.getAttribute('data-trial')]);
+    });
+    status.brushed = Object.keys(keep).length; save();
+  }
+  if (par && par.data && par.data[0] && par.data[0].ids) {
+    status.brushes = 0;
+    par.on('plotly_restyle', function(){ status.brushes += 1; brushed(); });
+    if (location.hash === '#selfcheck') {  // a brush over the lower half of the first axis
+      var d0 = par.data[0].dimensions[0], lo = Math.min.apply(null, d0.values),
+          hi = Math.max.apply(null, d0.values);
+      var visible = function(){
+        return document.querySelectorAll('table#trials tbody tr:not(.brushed-out)').length; };
+      Plotly.restyle(par, {'dimensions[0].constraintrange': [[lo, (lo + hi) / 2]]}).then(function(){
+        status.rows = visible();
+        status.range = par.data[0].dimensions[0].constraintrange;
+        return Plotly.restyle(par, {'dimensions[0].constraintrange': null});
+      }).then(function(){ status.rows_after = visible(); save(); });
+    }
+  }
   document.querySelectorAll('input.filter').forEach(function(input){
     input.addEventListener('input', function(){
       var q = input.value.toLowerCase(), table = document.getElementById(input.getAttribute('data-table'));

@@ -197,6 +197,39 @@ def test_html_report_renders_every_panel_in_headless_chromium(small_run, tmp_pat
     for panel in ("money", "curves", "pareto", "roi"):
         assert best in render["hover"].get(panel, ""), (panel, render["hover"])
     assert "best trial" in render["hover"]["curves"]
+    # brushing the parallel coordinates' first axis (its lower half) filters the trial table;
+    # clearing the brush brings every row back (Plotly's own restyle event, as a drag sends)
+    rows = len(small_run.trials)
+    assert render["brushes"] == 2 and 0 < render["rows"] < rows and render["rows_after"] == rows
+
+
+def test_parallel_coordinates_read_as_values_in_order() -> None:
+    """Choices in numeric order (not first-seen), a log axis labelled with values (0.001, not
+    -3), the epochs each trial ran as an axis, and a colour scale a diverged trial cannot
+    stretch (5th to 95th percentile)."""
+    from costtune.config import ParamSpec
+    from costtune.cost import CostModel
+    from costtune.htmlreport import parallel_panel
+    from costtune.ledger import Ledger, LedgerSpec
+
+    ledger = Ledger(LedgerSpec(metric="loss", mode="min", cost_model=CostModel()))
+    widths, lrs = [256, 32, 128, 64] * 5, [10 ** (-4 + 3 * i / 19) for i in range(20)]
+    for i, (width, lr) in enumerate(zip(widths, lrs, strict=True)):
+        loss = 50.0 if i == 7 else 0.1 + i / 100  # one diverged trial
+        ledger.record_result(
+            f"t{i:02d}", epoch=1, seconds=1.0, metrics={"loss": loss}, config={"width": width, "lr": lr}
+        )
+    space = {
+        "width": ParamSpec(type="choice", values=[256, 32, 128, 64]),
+        "lr": ParamSpec(type="loguniform", low=1e-4, high=0.1),
+    }
+    [trace] = parallel_panel(ledger, space).data
+    width, lr, epochs, best = trace["dimensions"]
+    assert width["ticktext"] == ["32", "64", "128", "256"]
+    assert lr["label"] == "lr (log)" and "0.001" in lr["ticktext"] and "0.01" in lr["ticktext"]
+    assert all(not t.startswith("-") for t in lr["ticktext"])
+    assert epochs["label"] == "epochs run" and best["label"] == "best loss"
+    assert trace["line"]["cmax"] < 50.0 and trace["ids"][0] == "t00"
 
 
 def test_the_report_opens_on_what_the_sweep_cost_saved_and_which_weights_to_use(small_run, tmp_path) -> None:
