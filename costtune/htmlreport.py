@@ -758,7 +758,7 @@ td,th{padding:2px 6px;border-bottom:1px solid #ddd;white-space:nowrap;text-align
 th{cursor:pointer;background:#f4f4f4;position:sticky;top:0}th:after{content:' \\2195';color:#aaa}
 .filter{margin:.3em 0;padding:3px;width:20em}
 ul.summary li{margin:.15em 0;overflow-wrap:anywhere}
-tr.brushed-out{display:none}
+.pager{margin:.3em 0;font-size:.9em}.pager button{margin:0 .3em}
 .cards{display:flex;flex-wrap:wrap;gap:1em;margin:.5em 0 1em}
 .card{flex:1 1 340px;min-width:0;border:1px solid #ccd;border-radius:6px;padding:.6em 1em;background:#fafbff}
 .card h2{margin:.1em 0 .4em}
@@ -828,24 +828,62 @@ _JS = """
       }
     });
   }
-  document.querySelectorAll('table.sortable th').forEach(function(th, col){
-    th.addEventListener('click', function(){
-      var table = th.closest('table'), body = table.tBodies[0];
-      var index = Array.prototype.indexOf.call(th.parentNode.children, th);
-      var up = th.getAttribute('data-dir') !== 'up';
-      th.parentNode.querySelectorAll('th').forEach(function(h){ h.removeAttribute('data-dir'); });
-      th.setAttribute('data-dir', up ? 'up' : 'down');
-      var rows = Array.prototype.slice.call(body.rows);
-      rows.sort(function(a, b){
-        var x = a.cells[index], y = b.cells[index];
-        var nx = x.getAttribute('data-v'), ny = y.getAttribute('data-v');
-        var r = (nx !== null && ny !== null) ? parseFloat(nx) - parseFloat(ny)
-                                             : x.textContent.localeCompare(y.textContent);
-        return up ? r : -r;
-      });
-      rows.forEach(function(r){ body.appendChild(r); });
+  // tables: sorted, filtered and brushed in memory, drawn a page (50 rows) at a time
+  var TABLES = {};
+  document.querySelectorAll('table.sortable').forEach(function(table){
+    var body = table.tBodies[0];
+    var st = {query: '', keep: null, page: 0, size: 50, shown: 0};
+    st.rows = Array.prototype.map.call(body.rows, function(r){
+      return {el: r, id: r.getAttribute('data-trial'), text: r.textContent.toLowerCase(),
+              keys: Array.prototype.map.call(r.cells, function(c){
+                var v = c.getAttribute('data-v'); return v !== null ? parseFloat(v) : c.textContent; })};
     });
+    var pager = document.createElement('div'); pager.className = 'pager';
+    table.parentNode.parentNode.insertBefore(pager, table.parentNode.nextSibling);
+    function button(label, page, off){
+      var b = document.createElement('button'); b.textContent = label; b.disabled = off;
+      b.addEventListener('click', function(){ st.page = page; st.render(); }); pager.appendChild(b);
+    }
+    st.render = function(){
+      var shown = st.rows.filter(function(r){
+        return (!st.query || r.text.indexOf(st.query) >= 0) && (!st.keep || st.keep[r.id]); });
+      var pages = Math.max(1, Math.ceil(shown.length / st.size));
+      st.page = Math.max(0, Math.min(st.page, pages - 1));
+      var frag = document.createDocumentFragment();
+      shown.slice(st.page * st.size, (st.page + 1) * st.size).forEach(function(r){ frag.appendChild(r.el); });
+      body.textContent = ''; body.appendChild(frag);
+      st.shown = shown.length; pager.textContent = '';
+      if (pages > 1) button('\u2190 previous', st.page - 1, st.page === 0);
+      var note = document.createElement('span');
+      note.textContent = (pages > 1 ? ' rows ' + (st.page * st.size + 1) + '\u2013' +
+        Math.min(shown.length, (st.page + 1) * st.size) + ' of ' + shown.length : shown.length + ' rows') +
+        (shown.length < st.rows.length ? ' (of ' + st.rows.length + ')' : '') + ' ';
+      pager.appendChild(note);
+      if (pages > 1) button('next \u2192', st.page + 1, st.page === pages - 1);
+    };
+    table.querySelectorAll('th').forEach(function(th, index){
+      th.addEventListener('click', function(){
+        var up = th.getAttribute('data-dir') !== 'up';
+        th.parentNode.querySelectorAll('th').forEach(function(h){ h.removeAttribute('data-dir'); });
+        th.setAttribute('data-dir', up ? 'up' : 'down');
+        st.rows.sort(function(a, b){
+          var x = a.keys[index], y = b.keys[index], nx = typeof x === 'number', ny = typeof y === 'number';
+          if (nx !== ny) return nx ? -1 : 1;  // numbers before blanks, either way
+          var r = nx ? x - y : String(x).localeCompare(String(y));
+          return up ? r : -r;
+        });
+        st.page = 0; st.render();
+      });
+    });
+    TABLES[table.id] = st;
+    st.render();
   });
+  if (location.hash === '#selfcheck' && TABLES.trials) {  // the time a click on a header takes
+    var th = document.querySelector('table#trials th:nth-child(3)'), t0 = performance.now();
+    th.click(); th.click();
+    status.sort_ms = (performance.now() - t0) / 2;
+    status.page_rows = document.querySelectorAll('table#trials tbody tr').length;
+  }
   // brushing an axis of the parallel coordinates keeps those trials in the table
   var par = document.getElementById('parallel');
   function brushed(){
@@ -861,9 +899,7 @@ _JS = """
       });
       if (ok) keep[t.ids[i]] = true;
     }
-    document.querySelectorAll('table#trials tbody tr').forEach(function(row){
-      row.classList.toggle('brushed-out', !keep[row.getAttribute('data-trial')]);
-    });
+    if (TABLES.trials) { TABLES.trials.keep = keep; TABLES.trials.page = 0; TABLES.trials.render(); }
     status.brushed = Object.keys(keep).length; save();
   }
   if (par && par.data && par.data[0] && par.data[0].ids) {
@@ -872,8 +908,7 @@ _JS = """
     if (location.hash === '#selfcheck') {  // a brush over the lower half of the first axis
       var d0 = par.data[0].dimensions[0], lo = Math.min.apply(null, d0.values),
           hi = Math.max.apply(null, d0.values);
-      var visible = function(){
-        return document.querySelectorAll('table#trials tbody tr:not(.brushed-out)').length; };
+      var visible = function(){ return TABLES.trials ? TABLES.trials.shown : -1; };
       Plotly.restyle(par, {'dimensions[0].constraintrange': [[lo, (lo + hi) / 2]]}).then(function(){
         status.rows = visible();
         status.range = par.data[0].dimensions[0].constraintrange;
@@ -883,10 +918,8 @@ _JS = """
   }
   document.querySelectorAll('input.filter').forEach(function(input){
     input.addEventListener('input', function(){
-      var q = input.value.toLowerCase(), table = document.getElementById(input.getAttribute('data-table'));
-      Array.prototype.forEach.call(table.tBodies[0].rows, function(r){
-        r.style.display = r.textContent.toLowerCase().indexOf(q) >= 0 ? '' : 'none';
-      });
+      var st = TABLES[input.getAttribute('data-table')];
+      st.query = input.value.toLowerCase(); st.page = 0; st.render();
     });
   });
   save();

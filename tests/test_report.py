@@ -412,3 +412,21 @@ def test_the_cli_computes_importance_in_a_forked_helper_with_the_same_answer(sma
 
     os.close(unasked._ask)
     assert unasked.result() is None
+
+
+def test_a_thousand_trial_report_pages_its_table_and_sorts_it_quickly(tmp_path) -> None:
+    """At 1,000 trials the trial table shows 50 rows a page, and a click on a header sorts all
+    1,000 in under 200 ms in Chromium (#67; it re-appended every row before: 1.85 s)."""
+    import sys
+
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benchmarks"))
+    from report_1000 import write_run
+
+    run_dir = tmp_path / "run"
+    write_run(run_dir, trials=1000, epochs=5)
+    page = tmp_path / "report.html"
+    page.write_text(report_html(build_report(load_run(run_dir))))
+    render = _render(page, tmp_path, "report-1000.png")
+    assert render["errors"] == []
+    assert render["page_rows"] == 50
+    assert render["sort_ms"] < 200, render["sort_ms"]
