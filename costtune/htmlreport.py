@@ -26,7 +26,7 @@ import pandas as pd
 
 from costtune.analysis import best_so_far, best_so_far_had_all_run_full
 from costtune.direction import Direction
-from costtune.ledger import Ledger
+from costtune.ledger import CHARGE, Ledger
 from costtune.policy import StopReason, reason_of
 
 #: one colour per stop reason, stable across panels and pages
@@ -686,37 +686,77 @@ def importance_panel(
     )
 
 
-def roi_panel(frame: pd.DataFrame, best_id: str | None, baseline: float) -> Panel:
-    """ROI per trial: what its dollars added to the sweep's best, best first."""
-    rows = frame.dropna(subset=["roi"]).sort_values("roi", ascending=False) if "roi" in frame else frame
+#: what a dollar of the sweep bought, as :func:`bought` splits them
+BOUGHT_GAIN = "up to the trial's last new sweep best"
+BOUGHT_NOTHING = "after it, or in a trial that never set one"
+BOUGHT_UNMETERED = "held but not timed (start-up, hand-offs, lost work)"
+
+
+def bought(ledger: Ledger) -> dict[str, dict[str, tuple[float, int]]]:
+    """The sweep's dollars by the stop reason of the trial that spent them, split three ways:
+    spent up to (and on) the epoch of that trial's last new sweep best, spent after it or by a
+    trial that never set one, and held but not timed (charges). Each: (dollars, trials)."""
+    last_gain: dict[str, int] = {}
+    for p in best_so_far(ledger):
+        last_gain[p.trial_id] = max(last_gain.get(p.trial_id, 0), p.epoch)
+    out: dict[str, dict[str, tuple[float, int]]] = {}
+    seen: dict[tuple[str, str], set[str]] = {}
+    for row in ledger.timeline:
+        record = ledger.trials.get(row.trial_id)
+        reason = reason_of(record.stop_reason, record.status) if record is not None else "running"
+        if row.kind == CHARGE:
+            kind = BOUGHT_UNMETERED
+        elif row.trial_id in last_gain and row.epoch <= last_gain[row.trial_id]:
+            kind = BOUGHT_GAIN
+        else:
+            kind = BOUGHT_NOTHING
+        usd_so_far, _ = out.setdefault(reason, {}).get(kind, (0.0, 0))
+        trials = seen.setdefault((reason, kind), set())
+        trials.add(row.trial_id)
+        out[reason][kind] = (usd_so_far + row.usd, len(trials))
+    return out
+
+
+def bought_panel(ledger: Ledger, business_value_usd: float) -> Panel:
+    """What the sweep's dollars bought, by the stop reason of the trial that spent them: the
+    dollars that moved the sweep's best (up to each trial's last new best) against those that
+    bought nothing, so that every dollar is in a bar (ROI per trial was 0 for most trials)."""
+    split = bought(ledger)
+    reasons = sorted(split, key=lambda r: -sum(v[0] for v in split[r].values()))
+    colours = {BOUGHT_GAIN: "#2ca02c", BOUGHT_NOTHING: "#d62728", BOUGHT_UNMETERED: "#7f7f7f"}
     data: list[dict[str, Any]] = []
-    if not rows.empty:
+    for kind in (BOUGHT_GAIN, BOUGHT_NOTHING, BOUGHT_UNMETERED):
+        dollars = [split[r].get(kind, (0.0, 0))[0] for r in reasons]
+        if not any(dollars):
+            continue
         data.append(
             {
                 "type": "bar",
-                "x": [f"{'best ' if t == best_id else ''}{t}" for t in rows["trial_id"]],
-                "y": rows["roi"].tolist(),
-                "marker": {"color": [_BEST if t == best_id else "#2ca02c" for t in rows["trial_id"]]},
+                "x": reasons,
+                "y": dollars,
+                "name": kind,
+                "marker": {"color": colours[kind]},
                 "hovertext": [
-                    f"{'best trial' if t == best_id else 'trial'} {t}: ROI {v:.4g}, ${c:.4g}"
-                    for t, v, c in zip(rows["trial_id"], rows["roi"], rows["cost_usd"], strict=True)
+                    f"{html.escape(r)}: {usd_text(d)} {html.escape(kind)} "
+                    f"({split[r].get(kind, (0.0, 0))[1]} trials)"
+                    for r, d in zip(reasons, dollars, strict=True)
                 ],
                 "hoverinfo": "text",
             }
         )
+    total = sum(v[0] for r in split.values() for v in r.values())
     return Panel(
-        "roi",
-        "ROI per trial",
-        f"What each trial's dollars bought the sweep: the improvement it brought to the sweep's best so far, "
-        f"starting from the baseline ({baseline:.4g}, the median metric at the first rung, or "
-        "cost.baseline_metric), × business value / its dollars. A trial that never set a new best has ROI 0.",
+        "bought",
+        "What the dollars bought",
+        "Every dollar of the sweep, by why the trial that spent it stopped: green, spent up to the "
+        "epoch of that trial's last new best of the whole sweep (the dollars that moved the best); "
+        "red, spent after it, or by a trial that never set one (they bought nothing the sweep kept); "
+        "grey, time held but not timed. Each trial's ROI in the table is its share of the sweep's "
+        f"gain × cost.business_value_usd ({business_value_usd:g} USD per unit of the metric; set it "
+        "in the config) ÷ its dollars.",
         data,
-        _layout(
-            "trial",
-            "ROI (value per dollar)",
-            xaxis=_axis("trial", type="category", showticklabels=len(rows) <= 60),
-        ),
-        None if data else "no trial has an ROI",
+        _layout("why the trial stopped", "dollars", barmode="stack", yaxis=dollar_axis("dollars", total)),
+        None if data else "no trial spent anything",
     )
 
 

@@ -376,7 +376,7 @@ def report_panels(report: Report, importance: Any = None) -> list[Any]:
         hr.pareto_panel(ledger, report.trials, best_id),
         hr.spend_panel(report.spend_by_stop_reason, report.spend_by_band),
         hr.parallel_panel(ledger, space),
-        hr.roi_panel(report.trials, best_id, ledger.sweep_baseline()),
+        hr.bought_panel(ledger, report.run.config.cost.business_value_usd),
     ]
     found = importance.result() if importance is not None else None
     panels.insert(5, hr.importance_panel(ledger, space, found))

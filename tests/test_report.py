@@ -190,11 +190,11 @@ def test_html_report_renders_every_panel_in_headless_chromium(small_run, tmp_pat
     render = _render(page, tmp_path, "report.png")
     assert render["errors"] == []
     panels = render["panels"]
-    assert set(panels) == {"money", "curves", "pareto", "spend", "parallel", "importance", "roi"}
+    assert set(panels) == {"money", "curves", "pareto", "spend", "parallel", "importance", "bought"}
     assert all(points > 0 for points in panels.values()), panels
     best = small_run.summary["best_trial_id"]
     # the hover label Chromium drew over the best trial's point names it
-    for panel in ("money", "curves", "pareto", "roi"):
+    for panel in ("money", "curves", "pareto"):
         assert best in render["hover"].get(panel, ""), (panel, render["hover"])
     assert "best trial" in render["hover"]["curves"]
     # brushing the parallel coordinates' first axis (its lower half) filters the trial table;
@@ -379,6 +379,21 @@ def test_the_trials_load_into_optuna_for_its_analysis_tools(small_run) -> None:
         assert trial.user_attrs["cost_usd"] == pytest.approx(row["cost_usd"])
         assert trial.params["batch_size"] == row["hp.batch_size"]
     assert set(optuna.importance.get_param_importances(study)) == {"lr", "batch_size"}
+
+
+def test_every_dollar_is_split_by_what_it_bought(small_run) -> None:
+    """The "what the dollars bought" panel holds every dollar of the sweep, by stop reason: the
+    best trial's dollars up to its best epoch moved the best; a trial that never set a new best
+    bought nothing; nothing is an empty bar."""
+    from costtune.htmlreport import BOUGHT_GAIN, BOUGHT_NOTHING, bought
+
+    run = load_run(small_run.output_dir)
+    split = bought(run.ledger)
+    total = sum(d for parts in split.values() for d, _ in parts.values())
+    assert total == pytest.approx(sum(row.usd for row in run.ledger.timeline))
+    assert all(d > 0 for parts in split.values() for d, _ in parts.values())
+    assert any(BOUGHT_GAIN in parts for parts in split.values())
+    assert any(BOUGHT_NOTHING in parts for parts in split.values())
 
 
 def test_roi_credits_each_trial_with_the_gap_it_closed(small_run) -> None:
