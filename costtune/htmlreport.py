@@ -410,9 +410,9 @@ def spend_panel(by_reason: Mapping[str, float], by_band: Mapping[str, float]) ->
     ]
     layout = {
         "xaxis": {"domain": [0, 0.45], "title": {"text": "stop reason"}, "automargin": True},
-        "yaxis": {"title": {"text": "dollars"}, "automargin": True},
+        "yaxis": dollar_axis("dollars", max(by_reason.values(), default=0.0)),
         "xaxis2": {"domain": [0.55, 1], "title": {"text": "epoch band (rungs)"}, "automargin": True},
-        "yaxis2": {"anchor": "x2", "automargin": True},
+        "yaxis2": {"anchor": "x2", **dollar_axis("", max(by_band.values(), default=0.0))},
         "showlegend": False,
         "margin": {"t": 30, "r": 20, "b": 60, "l": 60},
     }
@@ -798,6 +798,8 @@ td,th{padding:2px 6px;border-bottom:1px solid #ddd;white-space:nowrap;text-align
 th{cursor:pointer;background:#f4f4f4;position:sticky;top:0}th:after{content:' \\2195';color:#aaa}
 .filter{margin:.3em 0;padding:3px;width:20em}
 ul.summary li{margin:.15em 0;overflow-wrap:anywhere}
+table#matched td:first-child{white-space:normal;text-align:left;min-width:12em;max-width:22em}
+table#side td:first-child{text-align:left}
 .pager{margin:.3em 0;font-size:.9em}.pager button{margin:0 .3em}
 .cards{display:flex;flex-wrap:wrap;gap:1em;margin:.5em 0 1em}
 .card{flex:1 1 340px;min-width:0;border:1px solid #ccd;border-radius:6px;padding:.6em 1em;background:#fafbff}
@@ -1084,5 +1086,76 @@ def compare_dollars_panel(frame: pd.DataFrame) -> Panel:
         "For each run: what it had spent when its own best first arrived, when it first reached the "
         f"common target ({_fmt(target)}), and in all.",
         data,
-        _layout("run", "dollars", barmode="group", xaxis=_axis("run", type="category")),
+        _layout(
+            "run",
+            "dollars",
+            barmode="group",
+            xaxis=_axis("run", type="category"),
+            yaxis=dollar_axis(
+                "dollars", max((v for v in map(_num, frame["total_cost_usd"]) if v), default=0.0)
+            ),
+        ),
+    )
+
+
+def compare_matched_panel(matched: pd.DataFrame, runs: Sequence[str], metric: str) -> Panel:
+    """The same configuration in each run: its dollars and best metric there, one marker per
+    run, joined by a line (a configuration one run pruned and another ran far moves right)."""
+    data: list[dict[str, Any]] = []
+    if not matched.empty:
+        for i, run in enumerate(runs):
+            costs = [_num(v) for v in matched.get(f"{run}: cost_usd", [])]
+            bests = [_num(v) for v in matched.get(f"{run}: best_{metric}", [])]
+            data.append(
+                {
+                    "type": "scatter",
+                    "mode": "markers",
+                    "x": costs,
+                    "y": bests,
+                    "name": run,
+                    "marker": {"size": 9, "color": _RUN_COLOURS[i % len(_RUN_COLOURS)]},
+                    "hovertext": [
+                        f"{html.escape(run)}: {html.escape(str(c))}<br>{html.escape(str(r))}"
+                        for c, r in zip(
+                            matched["config"], matched.get(f"{run}: stop_reason", []), strict=False
+                        )
+                    ],
+                    "hoverinfo": "text+x+y",
+                }
+            )
+        xs: list[float | None] = []
+        ys: list[float | None] = []
+        for _, row in matched.iterrows():
+            for run in runs:
+                xs.append(_num(row.get(f"{run}: cost_usd")))
+                ys.append(_num(row.get(f"{run}: best_{metric}")))
+            xs.append(None)
+            ys.append(None)
+        data.insert(
+            0,
+            {
+                "type": "scatter",
+                "mode": "lines",
+                "x": xs,
+                "y": ys,
+                "line": {"color": "#bbbbbb", "width": 1},
+                "hoverinfo": "skip",
+                "showlegend": False,
+            },
+        )
+    spent = [
+        v for run in runs for v in (_num(x) for x in matched.get(f"{run}: cost_usd", [])) if v is not None
+    ]
+    return Panel(
+        "matched",
+        "The same configurations in each run",
+        f"Each configuration two or more runs sampled: what it cost and the best {html.escape(metric)} it "
+        "reached in each run, joined by a grey line.",
+        data,
+        _layout(
+            "its dollars",
+            f"its best {metric}",
+            xaxis=dollar_axis("its dollars", max(spent, default=0.0)),
+        ),
+        None if data else "no configuration ran in two of these runs",
     )

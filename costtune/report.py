@@ -622,13 +622,109 @@ def compare_markdown(frame: pd.DataFrame, matched: pd.DataFrame) -> str:
     return "\n".join(parts)
 
 
+#: the side-by-side rows of ``costtune compare``, as a person reads them
+COMPARE_LABELS = {
+    "scheduler": "scheduler",
+    "searcher": "searcher",
+    "trials": "trials",
+    "epochs": "epochs run",
+    "total_cost_usd": "spent",
+    "gpu_hours": "GPU-hours",
+    "device_hours": "device-hours",
+    "saved_fraction": "saved, against every trial run to max_epochs (an extrapolation)",
+    "wall_seconds": "wall-clock time",
+    "stop_reasons": "why trials stopped",
+    "cost_to_best_usd": "spent when its own best arrived",
+    "target": "common target",
+    "cost_to_target_usd": "spent when it reached the common target",
+    "cost_ratio": "spent, × the first run",
+    "cost_to_target_ratio": "dollars to the common target, × the first run",
+    "wall_time_ratio": "wall-clock time, × the first run",
+}
+
+
+def _readable(measure: str, value: Any) -> str:
+    if value is None or _isnan(value):
+        return "–"
+    if measure.endswith("_usd"):
+        return usd(value)
+    if measure == "saved_fraction":
+        return f"{value:.0%}"
+    if measure.endswith("_ratio"):
+        return f"{value:.2f}×"
+    if measure == "wall_seconds":
+        return duration(value)
+    return _fmt(value) if isinstance(value, float) else str(value)
+
+
+def compare_notes(runs: list[Run], frame: pd.DataFrame, matched: pd.DataFrame) -> list[str]:
+    """What a trial-by-trial comparison shows that the totals hide: a configuration one run
+    pruned while another ran it to one of its three best results; runs whose configs differ
+    only by seed, and how far apart their dollars to the common target are."""
+    notes: list[str] = []
+    metric, mode = runs[0].config.metric, runs[0].config.mode
+    direction = Direction.of(mode)
+    for run in runs:
+        bests = sorted(
+            (b for b in (run.ledger.best_metric(r) for r in run.ledger.trials.values()) if not math.isnan(b)),
+            reverse=not direction.ascending,
+        )
+        top3 = bests[:3]
+        if not top3 or matched.empty:
+            continue
+        for _, row in matched.iterrows():
+            mine = row.get(f"{run.name}: best_{metric}")
+            if mine is None or _isnan(mine) or direction.better(top3[-1], mine):
+                continue
+            for other in runs:
+                if other is run or row.get(f"{other.name}: stop_reason") != StopReason.RUNG_PRUNED.value:
+                    continue
+                theirs = row.get(f"{other.name}: best_{metric}")
+                notes.append(
+                    f"{other.name} pruned {row['config']} at {_fmt(theirs)}; in {run.name} it ran to "
+                    f"{_fmt(mine)}, one of that run's three best"
+                )
+    for i, a in enumerate(runs):
+        for b in runs[i + 1 :]:
+            mine, theirs = a.config.model_dump(mode="json"), b.config.model_dump(mode="json")
+            mine.pop("name"), theirs.pop("name")
+            if mine.pop("seed") == theirs.pop("seed") or mine != theirs:
+                continue
+            to_target = dict(zip(frame["run"], frame["cost_to_target_usd"], strict=True))
+            x, y = _num_or_nan(to_target.get(a.name)), _num_or_nan(to_target.get(b.name))
+            if x > 0 and y > 0:
+                notes.append(
+                    f"{a.name} and {b.name} differ only by seed: {usd(x)} and {usd(y)} to the same "
+                    f"target, {max(x, y) / min(x, y):.1f}× apart. Seed-to-seed spread of this size is "
+                    "noise, not a difference between settings."
+                )
+    return notes
+
+
+def _num_or_nan(value: Any) -> float:
+    try:
+        return float(value)
+    except (TypeError, ValueError):
+        return math.nan
+
+
 def compare_html(runs: list[Run], frame: pd.DataFrame, matched: pd.DataFrame) -> str:
-    """One self-contained interactive page: the runs' best-so-far against dollars overlaid,
-    dollars to each run's best, the side-by-side table and the matched trials."""
+    """One self-contained interactive page: what the trial-by-trial comparison shows, the runs'
+    best-so-far against dollars overlaid, dollars to each run's best, the same configurations
+    in each run, the side-by-side table with labels people read, and the matched trials."""
     from costtune import htmlreport as hr
 
-    side = frame.set_index("run").T.reset_index().rename(columns={"index": "measure"})
-    tables = [hr.table_html(side, "side", "Sweeps side by side (ratios against the first)")]
+    measures = [c for c in frame.columns if c != "run"]
+    side = pd.DataFrame(
+        {
+            "measure": [COMPARE_LABELS.get(m, m.replace("_", " ")) for m in measures],
+            **{
+                str(name): [_readable(m, frame.loc[i, m]) for m in measures]
+                for i, name in zip(frame.index, frame["run"], strict=True)
+            },
+        }
+    )
+    tables = [hr.table_html(side, "side", "Sweeps side by side")]
     if matched.empty:
         tables.append(
             "<section class='table'><h2>Trials matched by configuration</h2>"
@@ -638,10 +734,20 @@ def compare_html(runs: list[Run], frame: pd.DataFrame, matched: pd.DataFrame) ->
     else:
         tables.append(hr.table_html(matched, "matched", "Trials matched by configuration"))
     names = ", ".join(html.escape(r.name) for r in runs)
+    notes = compare_notes(runs, frame, matched)
+    flagged = "".join(f"<li data-note>{html.escape(n)}</li>" for n in notes)
+    intro = f"<p class='caption'>Runs {names}; ratios against the first.</p>" + (
+        f"<ul class='summary'>{flagged}</ul>" if flagged else ""
+    )
+    metric = runs[0].config.metric if runs else "metric"
     return hr.page(
         f"costtune compare: {', '.join(r.name for r in runs)}",
-        f"<p class='caption'>Runs {names}; ratios against the first.</p>",
-        [hr.compare_money_panel(runs), hr.compare_dollars_panel(frame)],
+        intro,
+        [
+            hr.compare_money_panel(runs),
+            hr.compare_dollars_panel(frame),
+            hr.compare_matched_panel(matched, [r.name for r in runs], metric),
+        ],
         tables,
         None,
     )

@@ -359,10 +359,48 @@ def test_compare_cli_formats_and_html(small_run, random_full_run, tmp_path) -> N
     assert "Trials matched by configuration" in table.output
     render = _render(page, tmp_path, "compare.png")
     assert render["errors"] == []
-    assert set(render["panels"]) == {"overlay", "dollars"}
+    assert set(render["panels"]) == {"overlay", "dollars", "matched"}
     assert all(points > 0 for points in render["panels"].values()), render["panels"]
     text = page.read_text()
     assert "id='matched'" in text and all(Path(d).name in text for d in dirs)
+    # the side-by-side rows in words, values as people read them
+    assert "saved, against every trial run to max_epochs (an extrapolation)" in text
+    assert "saved_fraction" not in text.split("id='side'")[1].split("</table>")[0]
+
+
+def test_compare_flags_what_the_totals_hide(small_run, random_full_run, tmp_path) -> None:
+    """A configuration the rungs pruned in one run that another ran to one of its three best
+    results is named; two runs that differ only by seed are said to, with how far apart their
+    dollars to the common target are."""
+    import shutil
+
+    import yaml
+
+    from costtune.report import compare_notes, compare_runs, matched_trials
+
+    full, pruned = load_run(random_full_run.output_dir), load_run(small_run.output_dir)
+    matched = matched_trials([full, pruned])
+    notes = compare_notes([full, pruned], compare_runs([full, pruned]), matched)
+    metric = full.config.metric
+    top3 = sorted(full.ledger.best_metric(r) for r in full.ledger.trials.values())[:3]
+    expected = [
+        row["config"]
+        for _, row in matched.iterrows()
+        if row[f"{pruned.name}: stop_reason"] == "rung_pruned"
+        and row[f"{full.name}: best_{metric}"] <= top3[-1]
+    ]
+    assert sorted(n.split(" pruned ")[1].split(" at ")[0] for n in notes if " pruned " in n) == sorted(
+        expected
+    )
+    # a copy of the run with another seed in its config: the seed note, 1.0× apart
+    other = tmp_path / "seeded"
+    shutil.copytree(small_run.output_dir, other)
+    config = yaml.safe_load((other / "config.yaml").read_text())
+    (other / "config.yaml").write_text(yaml.safe_dump({**config, "seed": config["seed"] + 1}))
+    runs = [pruned, load_run(other)]
+    said = compare_notes(runs, compare_runs(runs), matched_trials(runs))
+    assert any(f"{pruned.name} and seeded differ only by seed" in n and "1.0× apart" in n for n in said), said
+    assert not any("differ only by seed" in n for n in notes)  # fifo against the rungs: not a seed
 
 
 def test_the_trials_load_into_optuna_for_its_analysis_tools(small_run) -> None:
