@@ -115,7 +115,7 @@ def test_a_sweep_that_stopped_its_trials_before_they_moved_is_told_so() -> None:
     # c0 ran on, c1 and c2 dropped before they were stopped: 11 of the 13 judged never moved
     assert note.message.startswith("11 of the 13 trials the rungs or the stopping rule stopped had not moved")
     assert "median stop at epoch 2" in note.message
-    assert "scheduler.grace_epochs" in note.message and "stopping.min_epochs" in note.message
+    assert "scheduler.grace_epochs" in note.message and "scheduler.type: fifo" in note.message
     # the same decisions on curves that fall from their first epoch: nothing to say
     falling = {t: [1.0 / (e + 0.1 * i) for e in range(1, len(c) + 1)] for i, (t, c) in enumerate(ran.items())}
     assert curve_findings(falling, judged, set(), "val_loss", 12) == []

@@ -362,7 +362,8 @@ def test_a_resume_refuses_a_config_edited_away_from_the_scheduler_that_ran(small
     def refused(edit: dict, says: str) -> None:
         """config.yaml edited by ``edit`` after the run: the resume is refused in one line
         saying ``says``, exit 2, the ledger untouched; the edit is then undone."""
-        undo = {k: config["scheduler"].get(k) for k in edit}
+        undo = {k: config["scheduler"][k] for k in edit if k in config["scheduler"]}
+        added = [k for k in edit if k not in config["scheduler"]]
         config["scheduler"].update(edit)
         (run / "config.yaml").write_text(yaml.safe_dump(config))
         result = CliRunner().invoke(main, ["sweep", "--resume", str(run)])
@@ -371,6 +372,8 @@ def test_a_resume_refuses_a_config_edited_away_from_the_scheduler_that_ran(small
         assert len(result.output.strip().splitlines()) == 1
         assert (run / "ledger.jsonl").read_bytes() == before
         config["scheduler"].update(undo)
+        for k in added:
+            del config["scheduler"][k]
 
     refused({"eta": 4}, "scheduler.eta is 4, but the sweep ran with 3")
     # a run started with an option this version no longer has (escalation), in its config.yaml
