@@ -302,16 +302,43 @@ PEER_SETTINGS = {
 
 
 def run_method(method: str, table: Sequence[Curve], searcher: str, seed: int) -> Simulation:
-    """One replay of ``table`` under ``method`` with ``searcher`` (random | tpe) and ``seed``."""
+    """One replay of ``table`` under ``method`` with ``searcher`` (random | tpe | gp, or
+    gp-fork: the Gaussian-process copy costtune once shipped, ``benchmarks/optuna_forks/``,
+    with its options as they were by default) and ``seed``."""
     spec = dict(METHODS[method])
     peer = spec.pop("peer", None)
+    if searcher == "gp-fork":
+        sys.path.insert(0, str(HERE))
+        from optuna_forks.pools import GpPool
+
+        from costtune.replay import policy_of
+
+        settings = ReplaySettings(seed=seed, price=PRICE, **spec)
+        if peer is not None or settings.stopping != "none":
+            raise ValueError(f"--searcher gp-fork replays the rungs alone, not {method}")
+        longest = max(c.epochs for c in table)
+        fork = GpPool(table, seed=seed)
+        policy = policy_of(settings, longest, len(table))
+        fork.policy = policy
+        return simulate(
+            [],
+            policy,
+            usd_per_device_hour=PRICE,
+            max_epochs=longest,
+            next_curve=fork.ask,
+            on_trial_end=fork.tell,
+        )
     if peer is None:
         settings = ReplaySettings(searcher=searcher, seed=seed, price=PRICE, **spec)
         return replay_pool(table, settings).simulation
     from costtune.pool import OrderedPool, SamplerPool
 
     longest = max(c.epochs for c in table)
-    pool: Any = SamplerPool(table, "tpe", seed=seed) if searcher == "tpe" else OrderedPool(table, seed=seed)
+    pool: Any = (
+        SamplerPool(table, searcher, seed=seed)
+        if searcher in ("tpe", "gp")
+        else OrderedPool(table, seed=seed)
+    )
     policy: Any = OptunaSHA() if peer == "optuna-sha" else RayASHA(max_t=longest)
     return simulate(
         [], policy, usd_per_device_hour=PRICE, max_epochs=longest, next_curve=pool.ask, on_trial_end=pool.tell
@@ -429,7 +456,7 @@ def main() -> None:
     parser.add_argument("--families", default="lcbench,real,synthetic")
     parser.add_argument("--methods", default="default,rungs,optuna-sha,ray-asha")
     parser.add_argument("--against", default="optuna-sha,ray-asha")
-    parser.add_argument("--searcher", choices=["random", "tpe"], default="random")
+    parser.add_argument("--searcher", choices=["random", "tpe", "gp", "gp-fork"], default="random")
     parser.add_argument("--seeds", type=int, default=20)
     parser.add_argument("--first-seed", type=int, default=0)
     parser.add_argument("--pools", default=None, help="only these pools (comma-separated names)")

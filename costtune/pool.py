@@ -124,6 +124,7 @@ class SamplerPool:
 
         from costtune.search import optuna_sampler
 
+        optuna.logging.set_verbosity(optuna.logging.WARNING)
         if sampler is None:
             if searcher not in ("tpe", "gp"):
                 raise ConfigError(f"--searcher: {searcher!r} is not an Optuna sampler (tpe or gp)")
