@@ -242,6 +242,7 @@ def curves_panel(ledger: Ledger, best_id: str | None, elbow: Any = None) -> Pane
             "x": epochs,
             "y": ys,
             "customdata": dollars,
+            "meta": record.trial_id,  # a table row's click finds its curve by it
             "line": {"color": _BEST if best else colour, "width": 3 if best else 1},
             "opacity": 1.0 if best else 0.55,
             "name": label if best else reason,
@@ -801,6 +802,7 @@ ul.summary li{margin:.15em 0;overflow-wrap:anywhere}
 table#matched td:first-child{white-space:normal;text-align:left;min-width:12em;max-width:22em}
 table#side td:first-child{text-align:left}
 .pager{margin:.3em 0;font-size:.9em}.pager button{margin:0 .3em}
+table#trials tbody tr{cursor:pointer}tr.picked td{background:#fff3c4}
 .cards{display:flex;flex-wrap:wrap;gap:1em;margin:.5em 0 1em}
 .card{flex:1 1 340px;min-width:0;border:1px solid #ccd;border-radius:6px;padding:.6em 1em;background:#fafbff}
 .card h2{margin:.1em 0 .4em}
@@ -920,6 +922,37 @@ _JS = """
     TABLES[table.id] = st;
     st.render();
   });
+  // a click on a trial's row picks its learning curve out of the others (again: all back)
+  var chosen = null;
+  function pick(id){
+    var gd = document.getElementById('curves');
+    if (!gd || !gd.data) return 0;
+    chosen = chosen === id ? null : id;
+    var idx = [], opacity = [], width = [], hits = 0;
+    gd.data.forEach(function(t, i){
+      if (t.meta === undefined) return;
+      var mine = t.meta === chosen, black = t.line.color === '#000000'; hits += mine ? 1 : 0;
+      idx.push(i); opacity.push(chosen === null ? (black ? 1 : 0.55) : (mine ? 1 : 0.12));
+      width.push(chosen === null ? (black ? 3 : 1) : (mine ? 4 : 1));
+    });
+    Plotly.restyle(gd, {opacity: opacity, 'line.width': width}, idx);
+    document.querySelectorAll('table#trials tbody tr').forEach(function(r){
+      r.classList.toggle('picked', r.getAttribute('data-trial') === chosen); });
+    return hits;
+  }
+  var trials = document.getElementById('trials');
+  if (trials) trials.tBodies[0].addEventListener('click', function(e){
+    var row = e.target.closest('tr'); if (row) pick(row.getAttribute('data-trial'));
+  });
+  if (location.hash === '#selfcheck' && TABLES.trials) {
+    var first = document.querySelector('table#trials tbody tr');
+    if (first) {
+      first.click(); status.picked = chosen;
+      status.picked_curves = document.getElementById('curves').data.filter(function(t){
+        return t.meta === chosen && t.line.width === 4; }).length;
+      first.click(); status.picked_after = chosen;
+    }
+  }
   if (location.hash === '#selfcheck' && TABLES.trials) {  // the time a click on a header takes
     var th = document.querySelector('table#trials th:nth-child(3)'), t0 = performance.now();
     th.click(); th.click();

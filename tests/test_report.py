@@ -201,6 +201,9 @@ def test_html_report_renders_every_panel_in_headless_chromium(small_run, tmp_pat
     # clearing the brush brings every row back (Plotly's own restyle event, as a drag sends)
     rows = len(small_run.trials)
     assert render["brushes"] == 2 and 0 < render["rows"] < rows and render["rows_after"] == rows
+    # a click on the first row (the best trial: the table is sorted by the metric) picks out its
+    # learning curve; a second click puts every curve back
+    assert render["picked"] == best and render["picked_curves"] == 1 and render["picked_after"] is None
 
 
 def test_parallel_coordinates_read_as_values_in_order() -> None:
