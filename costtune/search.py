@@ -6,7 +6,6 @@ from collections.abc import Mapping
 from typing import Any
 
 from ray import tune
-from ray.tune.search import Searcher
 
 from costtune.config import ParamSpec, SearcherConfig
 from costtune.errors import ConfigError
@@ -94,68 +93,3 @@ def make_searcher(
             random_state=seed, max_concurrent=max_concurrent or 0, points_to_evaluate=points
         )
     raise ConfigError(f"searcher.type: {config.type!r} is not available")
-
-
-class RungEstimates(Searcher):
-    """A searcher told, for a trial the scheduler's look-ahead pruned, its estimated metric at
-    the rung it was judged for (:meth:`~costtune.policy.AsyncHyperband.rung_estimate`) instead
-    of its last report. Everything else passes through unchanged, through Ray Tune's public
-    ``Searcher`` interface.
-
-    The look-ahead stops hopeless trials an epoch or two in. Told their epoch-1 loss, a TPE
-    searcher would rank them against trials told at epoch 5 or 52. Told the rung estimate, it
-    compares trials at the rung, as it would have without the look-ahead.
-
-    Args:
-        searcher: the searcher to tell (Optuna, HyperOpt).
-        scheduler: a :class:`~costtune.schedulers.CostAwareHyperBand` (read when a trial ends,
-            so a scheduler restored by ``--resume`` is the one asked).
-    """
-
-    def __init__(self, searcher: Searcher, scheduler: Any = None) -> None:
-        self.searcher = searcher
-        self.scheduler = scheduler
-        super().__init__(metric=searcher.metric, mode=searcher.mode)
-
-    def set_search_properties(self, metric: str | None, mode: str | None, config: dict, **spec: Any) -> bool:
-        ok = self.searcher.set_search_properties(metric, mode, config, **spec)
-        self._metric, self._mode = self.searcher.metric, self.searcher.mode
-        return ok
-
-    def set_max_concurrency(self, max_concurrent: int) -> bool:
-        return self.searcher.set_max_concurrency(max_concurrent)
-
-    def suggest(self, trial_id: str) -> dict | None:
-        return self.searcher.suggest(trial_id)
-
-    def on_trial_result(self, trial_id: str, result: dict) -> None:
-        self.searcher.on_trial_result(trial_id, result)
-
-    def on_trial_complete(self, trial_id: str, result: dict | None = None, error: bool = False) -> None:
-        policy = getattr(self.scheduler, "policy", None)
-        estimate = None if policy is None else policy.rung_estimate(trial_id)
-        metric = self.searcher.metric
-        if estimate is not None and result is not None and metric in result:
-            result = {**result, metric: estimate if self.searcher.mode != "max" else -estimate}
-        self.searcher.on_trial_complete(trial_id, result=result, error=error)
-
-    def add_evaluated_point(self, *args: Any, **kwargs: Any) -> None:
-        self.searcher.add_evaluated_point(*args, **kwargs)
-
-    def get_state(self) -> dict:
-        return {}  # nothing of its own: the searcher's state is saved by Tune beside it
-
-    def set_state(self, state: dict) -> None:
-        pass
-
-    def save(self, checkpoint_path: str) -> None:
-        self.searcher.save(checkpoint_path)
-
-    def restore(self, checkpoint_path: str) -> None:
-        self.searcher.restore(checkpoint_path)
-
-    def on_pause(self, trial_id: str) -> None:
-        self.searcher.on_pause(trial_id)
-
-    def on_unpause(self, trial_id: str) -> None:
-        self.searcher.on_unpause(trial_id)

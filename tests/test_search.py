@@ -206,23 +206,3 @@ def test_points_fit_any_sampling_searcher_and_not_a_grid() -> None:
                 "searcher": {"type": "grid", "points_to_evaluate": [{"act": "relu"}]},
             }
         )
-
-
-def test_a_look_ahead_stopped_trial_is_told_at_its_rung_estimate() -> None:
-    """With ``scheduler.lookahead``, the searcher learns a trial the look-ahead stopped at the
-    estimate of its loss at the rung it was judged for, not its last report; other trials pass
-    through as reported."""
-    from types import SimpleNamespace
-
-    from costtune.search import RungEstimates
-
-    told: list[tuple[str, dict | None]] = []
-
-    inner = make_searcher(SearcherConfig(type="optuna"), "val_loss", "min", seed=0)
-    inner.on_trial_complete = lambda trial_id, result=None, error=False: told.append((trial_id, result))
-    estimates = {"a": 0.25}
-    scheduler = SimpleNamespace(policy=SimpleNamespace(rung_estimate=estimates.get))
-    searcher = RungEstimates(inner, scheduler)
-    searcher.on_trial_complete("a", result={"val_loss": 0.9, "epoch": 1})
-    searcher.on_trial_complete("b", result={"val_loss": 0.7, "epoch": 5})
-    assert told == [("a", {"val_loss": 0.25, "epoch": 1}), ("b", {"val_loss": 0.7, "epoch": 5})]
