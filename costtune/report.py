@@ -659,27 +659,32 @@ def _readable(measure: str, value: Any) -> str:
 
 def compare_notes(runs: list[Run], frame: pd.DataFrame, matched: pd.DataFrame) -> list[str]:
     """What a trial-by-trial comparison shows that the totals hide: a configuration one run
-    pruned while another ran it to one of its three best results; runs whose configs differ
-    only by seed, and how far apart their dollars to the common target are."""
+    pruned short of its own three best results while another ran it to one of its three best;
+    runs whose configs differ only by seed, and how far apart their dollars to the common
+    target are."""
     notes: list[str] = []
     metric, mode = runs[0].config.metric, runs[0].config.mode
     direction = Direction.of(mode)
+    top3: dict[str, list[float]] = {}
     for run in runs:
-        bests = sorted(
-            (b for b in (run.ledger.best_metric(r) for r in run.ledger.trials.values()) if not math.isnan(b)),
-            reverse=not direction.ascending,
-        )
-        top3 = bests[:3]
-        if not top3 or matched.empty:
-            continue
-        for _, row in matched.iterrows():
+        bests = (run.ledger.best_metric(r) for r in run.ledger.trials.values())
+        top3[run.name] = sorted((b for b in bests if not math.isnan(b)), reverse=not direction.ascending)[:3]
+
+    def in_top3(name: str, value: Any) -> bool:
+        top = top3[name]
+        return bool(top) and value is not None and not _isnan(value) and not direction.better(top[-1], value)
+
+    for _, row in matched.iterrows():
+        for run in runs:
             mine = row.get(f"{run.name}: best_{metric}")
-            if mine is None or _isnan(mine) or direction.better(top3[-1], mine):
+            if not in_top3(run.name, mine):
                 continue
             for other in runs:
-                if other is run or row.get(f"{other.name}: stop_reason") != StopReason.RUNG_PRUNED.value:
-                    continue
                 theirs = row.get(f"{other.name}: best_{metric}")
+                pruned = row.get(f"{other.name}: stop_reason") == StopReason.RUNG_PRUNED.value
+                # pruned there before it reached what it reached here: one of this run's best
+                if other is run or not pruned or in_top3(other.name, theirs):
+                    continue
                 notes.append(
                     f"{other.name} pruned {row['config']} at {_fmt(theirs)}; in {run.name} it ran to "
                     f"{_fmt(mine)}, one of that run's three best"

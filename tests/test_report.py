@@ -372,8 +372,8 @@ def test_compare_cli_formats_and_html(small_run, random_full_run, tmp_path) -> N
 
 
 def test_compare_flags_what_the_totals_hide(small_run, random_full_run, tmp_path) -> None:
-    """A configuration the rungs pruned in one run that another ran to one of its three best
-    results is named; two runs that differ only by seed are said to, with how far apart their
+    """A configuration the rungs pruned in one run short of that run's three best, that another
+    ran to one of its three best results, is named; two runs that differ only by seed are said to, with how far apart their
     dollars to the common target are."""
     import shutil
 
@@ -385,16 +385,32 @@ def test_compare_flags_what_the_totals_hide(small_run, random_full_run, tmp_path
     matched = matched_trials([full, pruned])
     notes = compare_notes([full, pruned], compare_runs([full, pruned]), matched)
     metric = full.config.metric
-    top3 = sorted(full.ledger.best_metric(r) for r in full.ledger.trials.values())[:3]
+    top3 = {
+        run.name: sorted(run.ledger.best_metric(r) for r in run.ledger.trials.values())[:3]
+        for run in (full, pruned)
+    }
     expected = [
         row["config"]
         for _, row in matched.iterrows()
         if row[f"{pruned.name}: stop_reason"] == "rung_pruned"
-        and row[f"{full.name}: best_{metric}"] <= top3[-1]
+        and row[f"{full.name}: best_{metric}"] <= top3[full.name][-1]
+        and row[f"{pruned.name}: best_{metric}"] > top3[pruned.name][-1]
     ]
     assert sorted(n.split(" pruned ")[1].split(" at ")[0] for n in notes if " pruned " in n) == sorted(
         expected
     )
+    # a row made so: pruned in one run at a loss outside its three best, the other run's best in
+    # the other: named; the same row where the pruned run also reached one of its three best: not
+    made = {"config": "lr=0.5", f"{full.name}: best_{metric}": top3[full.name][0]}
+    made |= {f"{full.name}: stop_reason": "completed", f"{pruned.name}: stop_reason": "rung_pruned"}
+    worse = pd.DataFrame([{**made, f"{pruned.name}: best_{metric}": top3[pruned.name][-1] + 1.0}])
+    said = compare_notes([full, pruned], compare_runs([full, pruned]), worse)
+    assert said == [
+        f"{pruned.name} pruned lr=0.5 at {top3[pruned.name][-1] + 1.0:.4g}; in {full.name} it ran to "
+        f"{top3[full.name][0]:.4g}, one of that run's three best"
+    ]
+    good = pd.DataFrame([{**made, f"{pruned.name}: best_{metric}": top3[pruned.name][0]}])
+    assert compare_notes([full, pruned], compare_runs([full, pruned]), good) == []
     # a copy of the run with another seed in its config: the seed note, 1.0× apart
     other = tmp_path / "seeded"
     shutil.copytree(small_run.output_dir, other)
