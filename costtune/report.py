@@ -433,7 +433,6 @@ def report_cards(report: Report) -> str:
     """The report's first screen (HTML): what the sweep cost and saved, against what, its time
     and best metric; and which trial's weights to use, with the Python that loads them."""
     s = report.summary
-    written = read_summary_file(report.run.directory)
     saved, full = s.get("saved_fraction"), s.get("cost_if_all_ran_full_usd")
     saved_text = "–" if saved is None else f"{saved:.0%}"
     against = (
@@ -451,7 +450,7 @@ def report_cards(report: Report) -> str:
         f" <span class='why'>{html.escape(hours)}</span></dd>"
         f"<dt>saved</dt><dd><span data-field='saved'>{saved_text}</span> "
         f"<span class='why' data-field='saved_against'>{html.escape(against)}</span></dd>"
-        f"<dt>time</dt><dd data-field='time'>{html.escape(duration(written.get('wall_seconds')))}</dd>"
+        f"<dt>time</dt><dd data-field='time'>{html.escape(duration(wall_seconds(report.run)))}</dd>"
         f"<dt>best {html.escape(metric)}</dt><dd data-field='best_metric'>"
         f"{html.escape(_fmt(s.get('best_metric')))}</dd>"
         "</dl></div>"
@@ -485,15 +484,6 @@ def report_cards(report: Report) -> str:
         f"{config}</dl>{weights}</div>"
     )
     return f"<section class='cards'>{headline}{best}</section>"
-
-
-def read_summary_file(directory: Path) -> dict[str, Any]:
-    """The run's ``summary.json`` as written (``{}`` where it is missing or unreadable)."""
-    try:
-        data = json.loads((directory / "summary.json").read_text())
-    except (OSError, ValueError):
-        return {}
-    return data if isinstance(data, dict) else {}
 
 
 # -------------------------------------------------------------------------- compare
