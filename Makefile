@@ -29,7 +29,7 @@ test: $(STAMP)
 
 ## docs/config.md from the config's models (a test fails when it is stale)
 docs: $(STAMP)
-	$(BIN)/python -c "from costtune.config import config_reference as r; import pathlib; p = pathlib.Path('docs/config.md'); head = p.read_text().split('| field |')[0]; p.write_text(head + r())"
+	$(BIN)/python -c "from costtune.core.config import config_reference as r; import pathlib; p = pathlib.Path('docs/config.md'); head = p.read_text().split('| field |')[0]; p.write_text(head + r())"
 
 clean:
 	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache

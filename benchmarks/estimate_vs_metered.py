@@ -12,8 +12,8 @@ import tempfile
 from pathlib import Path
 
 from costtune.calibrate import calibrate_epoch_seconds
-from costtune.config import load_config
-from costtune.estimate import estimate
+from costtune.core.config import load_config
+from costtune.core.estimate import estimate
 from costtune.sweep import run_sweep
 
 

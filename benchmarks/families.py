@@ -2,7 +2,7 @@
 
 Every pool is a recorded-curves table (``../shared/DESIGN.md``). Every method replays it on a
 simulated clock through :func:`costtune.replay.replay_pool` (what ``costtune replay`` runs)
-or, for the peers, through the same simulator (:func:`costtune.simulate.simulate`) with
+or, for the peers, through the same simulator (:func:`costtune.core.simulate.simulate`) with
 the peer's own decision code in costtune's place: Optuna's ``SuccessiveHalvingPruner`` through
 ``study.ask`` / ``trial.report`` / ``trial.should_prune`` / ``study.tell``, and Ray Tune's
 ``ASHAScheduler`` through its ``on_trial_add`` / ``on_trial_result`` / ``on_trial_complete``.
@@ -49,10 +49,10 @@ import pandas as pd
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from costtune.curves import Curve, curves_from_frame, read_table
-from costtune.policy import Decision, StopReason
+from costtune.core.curves import Curve, curves_from_frame, read_table
+from costtune.core.policy import Decision, StopReason
+from costtune.core.simulate import Simulation, simulate
 from costtune.replay import ReplaySettings, replay_pool
-from costtune.simulate import Simulation, simulate
 
 HERE = Path(__file__).resolve().parent
 LCBENCH_DIR = HERE.parent.parent / "shared" / "benchmarks" / "yahpo_lcbench"
@@ -273,7 +273,7 @@ PREVIOUS = {
     "warmup_trials": "auto",
 }
 METHODS: dict[str, dict[str, Any]] = {
-    "default": {},  # today's (costtune.policy.defaults.DEFAULTS)
+    "default": {},  # today's (costtune.core.policy.defaults.DEFAULTS)
     "previous-default": PREVIOUS,
     "previous-default-no-escalate": {**PREVIOUS, "escalate": False},  # and so no hedge
     "previous-default-no-hedge": {**PREVIOUS, "hedge": False},
@@ -331,7 +331,7 @@ def run_method(method: str, table: Sequence[Curve], searcher: str, seed: int) ->
     if peer is None:
         settings = ReplaySettings(searcher=searcher, seed=seed, price=PRICE, **spec)
         return replay_pool(table, settings).simulation
-    from costtune.pool import OrderedPool, SamplerPool
+    from costtune.search.pool import OrderedPool, SamplerPool
 
     longest = max(c.epochs for c in table)
     pool: Any = (

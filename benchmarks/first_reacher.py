@@ -29,7 +29,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import lcbench
 
-import costtune.simulate
+import costtune.core.simulate
 
 
 class Capture:
@@ -37,7 +37,7 @@ class Capture:
     policy and every curve its searcher proposed."""
 
     def __init__(self) -> None:
-        self.simulate = costtune.simulate.simulate
+        self.simulate = costtune.core.simulate.simulate
         self.last: dict[str, Any] = {}
 
     def __call__(self, curves: Any, policy: Any = None, **kwargs: Any) -> Any:

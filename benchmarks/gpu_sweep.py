@@ -37,7 +37,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from ray import tune
 
-from costtune.config import parse_config
+from costtune.core.config import parse_config
 from costtune.idle import GpuSnapshot, NvmlSampler, NvmlUnavailable, snapshot_to_dict
 from costtune.sweep import run_sweep
 

@@ -78,9 +78,8 @@ import peers
 from paired import bootstrap_interval, geo_mean, mcnemar, sign_test
 from peers import PEER_SETTINGS, run_peer
 
-from costtune.curves import Curve, curves_from_frame
-from costtune.lcbench import LCBench, random_configs, reference_grid
-from costtune.policy import (
+from costtune.core.curves import Curve, curves_from_frame
+from costtune.core.policy import (
     AsyncHyperband,
     Decision,
     MarginalRoiStopping,
@@ -94,9 +93,10 @@ from costtune.policy import (
     explore,
     quantiles,
 )
-from costtune.policy.curve_model import outlook_multiple
-from costtune.policy.hyperband import TrialState, bracket_weights
-from costtune.simulate import simulate
+from costtune.core.policy.curve_model import outlook_multiple
+from costtune.core.policy.hyperband import TrialState, bracket_weights
+from costtune.core.simulate import simulate
+from costtune.lcbench import LCBench, random_configs, reference_grid
 
 #: protocol v3 (../shared/benchmarks/PROTOCOL.md): choose settings on DEV_TASKS, report on TEST_TASKS
 DEV_TASKS = ("3945", "7593", "34539", "126025", "146212", "167190", "168330", "189909")
@@ -421,7 +421,7 @@ def parse_variant(method: str) -> tuple[str, dict[str, Any]]:
     ``r<ρ>`` (costtune-hb-rel-tpe, costtune-rel-tpe): the scale-free relative-ROI stopper's ρ
     (RELATIVE_RULE; default 0.1); ``s``: it spares the trial holding the sweep's best.
     ``q<K>`` (costtune-hb-tpe): TPE proposes K configurations and the one predicted cheapest per
-    epoch starts (``costtune.policy.epoch_cost``, learned from the epochs run so far).
+    epoch starts (``costtune.core.policy.epoch_cost``, learned from the epochs run so far).
     ``a<m>`` (any costtune-hb method): the scheduler's look-ahead between rungs, m trials of
     evidence (``AsyncHyperband(lookahead=m)``); ``a0``: off.
     ``X`` (costtune-hb-rel-tpe, costtune-rel-tpe): the relative stopper judges each trial by its
@@ -672,7 +672,7 @@ def run_tpe_loop(
             study.enqueue_trial(point_at(row))
     interleave = np.random.default_rng([seed, 7])  # random_every's points
     asked: dict[str, optuna.Trial] = {}
-    from costtune.policy.epoch_cost import EpochCostModel
+    from costtune.core.policy.epoch_cost import EpochCostModel
 
     costs = EpochCostModel(SPACE)
     finished: list[Curve] = []
@@ -800,7 +800,7 @@ class RungProbe(AsyncHyperband):
     """A prototype: a first rung that checks itself. A bracket-0 trial the first rung prunes by
     rank (not in its warm-up) while its curve is still falling fast (its loss less ``paces``
     times its fall over its last doubling of epochs is below the best loss at the rung; by
-    default the outlook's paces to the last epoch, :func:`costtune.policy.curve_model.
+    default the outlook's paces to the last epoch, :func:`costtune.core.policy.curve_model.
     outlook_multiple`) is spared as a *probe*, judged by the stopper alone, one probe at a time.
     A probe better at some epoch than every trial the rung promoted was at that epoch has shown
     that the rung prunes what ends best: every bracket opens (as on a stall, with ``escalate``)
@@ -943,7 +943,7 @@ class NoiseVeto:
         self._raw: dict[str, list[float]] = {}
 
     def on_result(self, trial_id: str, loss: float, hours: float, usd: float) -> Any:
-        from costtune.policy.stopping import _MEDIAN_SE, epoch_noise
+        from costtune.core.policy.stopping import _MEDIAN_SE, epoch_noise
 
         said = self._stopping.on_result(trial_id, loss, hours, usd)
         rule = self._stopping.rule
@@ -1131,7 +1131,7 @@ class PredictedRungs:
         self._references: list[list[float]] = []
 
     def on_result(self, config_id: str, epoch: int, loss: float, cost_usd: float) -> Any:
-        from costtune.policy.curve_model import final_losses
+        from costtune.core.policy.curve_model import final_losses
 
         raw = self._raw.setdefault(config_id, [])
         raw.append(loss)

@@ -11,7 +11,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from costtune.config import parse_config
+from costtune.core.config import parse_config
 from costtune.sweep import run_sweep
 
 

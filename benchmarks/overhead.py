@@ -26,7 +26,7 @@ import ray
 from ray import tune
 from ray.tune.schedulers import ASHAScheduler
 
-from costtune.policy import (
+from costtune.core.policy import (
     AsyncHyperband,
     Decision,
     MarginalRoiStopping,
@@ -38,8 +38,8 @@ from costtune.policy import (
     StoppingRule,
     is_promotable,
 )
-from costtune.policy.defaults import DEFAULTS
-from costtune.schedulers import CostAwareHyperBand
+from costtune.core.policy.defaults import DEFAULTS
+from costtune.ray import CostAwareHyperBand
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 

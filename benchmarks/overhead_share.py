@@ -3,9 +3,9 @@
 One command: `.venv/bin/python benchmarks/overhead_share.py [--trials 1000] [--searchers optuna,gp]`.
 
 A sweep of ``--trials`` trials of ``--epochs`` epochs of ``--epoch-seconds`` seconds each on
-``--workers`` workers, on the simulator's clock (:func:`costtune.simulate.simulate`), with the
+``--workers`` workers, on the simulator's clock (:func:`costtune.core.simulate.simulate`), with the
 real decision code in the loop: the default scheduler's policy
-(:class:`costtune.policy.AsyncHyperband` with :data:`costtune.policy.defaults.DEFAULTS`, what
+(:class:`costtune.core.policy.AsyncHyperband` with :data:`costtune.core.policy.defaults.DEFAULTS`, what
 ``CostAwareHyperBand`` asks at every result) and the sweep's searcher as a sweep builds it
 (:func:`costtune.search.make_searcher`: Ray Tune's ``OptunaSearch`` around Optuna's own sampler),
 asked for every trial and told every result and every end, as Ray Tune's controller does. Each
@@ -32,12 +32,12 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from costtune.config import ParamSpec, SearcherConfig
-from costtune.curves import Curve
-from costtune.policy import AsyncHyperband
-from costtune.policy.defaults import DEFAULTS
+from costtune.core.config import ParamSpec, SearcherConfig
+from costtune.core.curves import Curve
+from costtune.core.policy import AsyncHyperband
+from costtune.core.policy.defaults import DEFAULTS
+from costtune.core.simulate import simulate
 from costtune.search import build_search_space, make_searcher
-from costtune.simulate import simulate
 
 #: LCBench's seven hyperparameters, as a sweep's search space
 SPACE = {

@@ -34,7 +34,7 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from costtune.curves import Curve
+from costtune.core.curves import Curve
 
 PEER_SETTINGS = {
     "dehb": "DEHB(min_fidelity=5, max_fidelity=52, eta=3), ask/tell, from scratch",

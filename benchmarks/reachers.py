@@ -28,7 +28,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from costtune.curves import Curve
+from costtune.core.curves import Curve
 
 
 @dataclass(frozen=True)

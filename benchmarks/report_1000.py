@@ -25,9 +25,9 @@ from pathlib import Path
 
 import yaml
 
-from costtune.config import parse_config
-from costtune.ledger import Ledger
-from costtune.run import ledger_spec
+from costtune.core.config import parse_config
+from costtune.core.ledger import Ledger
+from costtune.core.run import ledger_spec
 
 
 def write_run(out: Path, trials: int, epochs: int, seed: int = 0) -> None:
@@ -80,8 +80,9 @@ def main() -> None:
     parser.add_argument("--epochs", type=int, default=100)
     parser.add_argument("--repeat", type=int, default=3)
     args = parser.parse_args()
-    from costtune import report as rp
-    from costtune.run import load_run
+    from costtune.core.run import load_run
+    from costtune.report import html as hp
+    from costtune.report import text as rp
 
     with tempfile.TemporaryDirectory() as tmp:
         run_dir = Path(tmp) / "run"
@@ -101,7 +102,7 @@ def main() -> None:
         built = rp.build_report(run)
         build = time.perf_counter() - started
         started = time.perf_counter()
-        rp.report_html(built)
+        hp.report_html(built)
         render = time.perf_counter() - started
     head = ("trials", "epochs", "command s (median)", "runs", "read s", "build s", "html s", "page MB")
     row = (

@@ -51,13 +51,19 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from optuna_forks.pools import MODEL_CHECK_DEFAULT, GpPool, TpePool
 from paired import geo_mean, sign_test
 
-from costtune.analysis import MOVED_SHARE
-from costtune.curves import Curve
-from costtune.policy import AsyncHyperband, Decision, MarginalRoiStopping, StoppingRule, auto_warmup_trials
-from costtune.policy.defaults import DEFAULTS
-from costtune.policy.hyperband import MISRANK_MIN
-from costtune.pool import SamplerPool
-from costtune.simulate import simulate
+from costtune.core.analysis import MOVED_SHARE
+from costtune.core.curves import Curve
+from costtune.core.policy import (
+    AsyncHyperband,
+    Decision,
+    MarginalRoiStopping,
+    StoppingRule,
+    auto_warmup_trials,
+)
+from costtune.core.policy.defaults import DEFAULTS
+from costtune.core.policy.hyperband import MISRANK_MIN
+from costtune.core.simulate import simulate
+from costtune.search.pool import SamplerPool
 
 EPOCHS = 60
 KINDS = ("slow", "plateau", "crossing")
@@ -143,7 +149,7 @@ class FlatStartGuard:
 
     Once at least ``min_judged`` trials were stopped (by the rungs or the stopper, before the
     last epoch) and at least half of them had not moved from their first loss (by 2% of what
-    the sweep gained: :data:`costtune.analysis.MOVED_SHARE`), it latches on: from then, a
+    the sweep gained: :data:`costtune.core.analysis.MOVED_SHARE`), it latches on: from then, a
     trial that has not moved is not judged at all; once it moves, it is left alone for ``hold``
     more epochs (a drop takes a few; the stopper's smoothed curve, a median of 5, lags it), and
     then the rungs count its epochs from the move (its first rung is behind it: judged at
@@ -246,7 +252,7 @@ class HedgeBracket:
         class Switching:
             def on_add(self, trial: str) -> int:
                 if getattr(inner, "_hedge_won", False):
-                    from costtune.policy.hyperband import TrialState
+                    from costtune.core.policy.hyperband import TrialState
 
                     inner.trials[trial] = TrialState(bracket=len(inner.rungs_by_bracket) - 1)
                     return len(inner.rungs_by_bracket) - 1
@@ -322,7 +328,7 @@ def optuna_sha(curves: list[Curve], seed: int, target: float | None = None) -> P
     ``SuccessiveHalvingPruner(min_resource=5, reduction_factor=5)`` at costtune's rungs, asked
     and told as an Optuna user's loop does (each epoch reported, ``should_prune()`` asked, a
     pruned trial told as PRUNED). Over the table's configurations as costtune's replay: the
-    sampler's proposal is snapped to the nearest unused one (:class:`costtune.pool.SamplerPool`),
+    sampler's proposal is snapped to the nearest unused one (:class:`costtune.search.pool.SamplerPool`),
     which then runs as an enqueued trial with those exact values. With ``target``, no trial
     starts once one has reached it (what came after cannot change the cost to reach it)."""
     import optuna

@@ -12,9 +12,9 @@ import argparse
 import tempfile
 from pathlib import Path
 
-from costtune.config import StoppingConfig, load_config
-from costtune.report import compare_runs, compare_table, default_console
-from costtune.run import load_run
+from costtune.core.config import StoppingConfig, load_config
+from costtune.core.run import load_run
+from costtune.report.text import compare_runs, compare_table, default_console
 from costtune.sweep import run_sweep
 
 

@@ -1,6 +1,6 @@
 """costtune: cost-aware hyperparameter search on Ray Tune.
 
-The core (``costtune.cost``, ``costtune.ledger``, ``costtune.policy``) imports neither
+The core (``costtune.core.cost``, ``costtune.core.ledger``, ``costtune.core.policy``) imports neither
 Ray nor torch; the names below that need them are imported on first use.
 """
 
@@ -8,15 +8,15 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from costtune.cost import CostModel, roi
+from costtune.core.cost import CostModel, roi
+from costtune.core.ledger import Ledger, LedgerSpec
+from costtune.core.policy import AsyncHyperband, Decision, PromotionRule, StopReason
 from costtune.errors import BudgetExceeded, ConfigError, CosttuneError
-from costtune.ledger import Ledger, LedgerSpec
-from costtune.policy import AsyncHyperband, Decision, PromotionRule, StopReason
 
 if TYPE_CHECKING:
-    from costtune.config import SweepConfig, load_config
+    from costtune.core.config import SweepConfig, load_config
+    from costtune.ray import CostAwareHyperBand
     from costtune.results import SweepResult, load_run
-    from costtune.schedulers import CostAwareHyperBand
     from costtune.sweep import resume_sweep, run_sweep
 
 __version__ = "0.1.0"
@@ -26,9 +26,9 @@ _LAZY = {
     "resume_sweep": "costtune.sweep",
     "SweepResult": "costtune.results",
     "load_run": "costtune.results",
-    "load_config": "costtune.config",
-    "SweepConfig": "costtune.config",
-    "CostAwareHyperBand": "costtune.schedulers",
+    "load_config": "costtune.core.config",
+    "SweepConfig": "costtune.core.config",
+    "CostAwareHyperBand": "costtune.ray",
 }
 
 __all__ = [

@@ -10,9 +10,9 @@ import itertools
 from dataclasses import dataclass
 from pathlib import Path
 
-from costtune.config import SweepConfig
+from costtune.core.config import SweepConfig
+from costtune.core.ledger import Ledger
 from costtune.errors import CosttuneError
-from costtune.ledger import Ledger
 
 
 @dataclass(frozen=True)

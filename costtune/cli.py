@@ -17,8 +17,8 @@ from typing import Any, NoReturn
 
 import click
 
+from costtune.core.policy.defaults import DEFAULTS
 from costtune.errors import ConfigError, CosttuneError
-from costtune.policy.defaults import DEFAULTS
 
 EXIT_FAILED = 1
 EXIT_USAGE = 2
@@ -118,12 +118,12 @@ def sweep(
     Writes trials.csv, trials.parquet, summary.json, ledger.jsonl and Ray's own results
     to the run directory. `costtune sweep --resume RUN_DIR` continues an interrupted one.
     """
-    from costtune.config import load_config
+    from costtune.core.config import load_config
 
     if example is not None:
         if config is not None or resume_dir is not None:
             _fail("--example: runs a shipped config; give it without CONFIG or --resume", EXIT_USAGE)
-        from costtune.config import example_config
+        from costtune.core.config import example_config
 
         try:
             config = example_config(example)
@@ -176,7 +176,7 @@ def _print_result(result: Any, as_json: bool) -> None:
         summary = _no_nan({**result.summary, "interrupted": result.interrupted, "findings": found})
         click.echo(json.dumps(summary, indent=2, default=str))
         return
-    from costtune.report import print_report
+    from costtune.report.text import print_report
 
     print_report(result.trials, result.summary)
     for f in notes:
@@ -241,13 +241,14 @@ def report(run_dir: Path, fmt: str, sort: str, html_path: Path | None, min_roi: 
     Trial cost table, totals, spend by stop reason and by epoch band, the elbow of the best
     trial's metric-versus-dollars curve, savings against running every trial to max_epochs.
     """
-    from costtune import report as rp
-    from costtune.run import load_run
+    from costtune.core.run import load_run
+    from costtune.report import html as hp
+    from costtune.report import text as rp
 
     helper: Any = None
     if html_path is not None:
         _check_writable(html_path, "--html")
-        from costtune.htmlreport import ImportanceHelper
+        from costtune.report.html import ImportanceHelper
 
         sys.stdout.flush()  # nothing buffered twice
         helper = ImportanceHelper()  # imports Optuna's importance on the other core meanwhile
@@ -269,7 +270,7 @@ def report(run_dir: Path, fmt: str, sort: str, html_path: Path | None, min_roi: 
     else:
         rp.print_full_report(built, by=sort)
     if html_path is not None:
-        _write_page(html_path, rp.report_html(built, by=sort, importance=helper), "--html")
+        _write_page(html_path, hp.report_html(built, by=sort, importance=helper), "--html")
         click.echo(f"HTML report: {html_path}", err=True)
 
 
@@ -306,8 +307,9 @@ def compare(run_dirs: tuple[Path, ...], target: float | None, fmt: str, html_pat
     seed and searcher) are also compared trial by trial: each one's epochs, dollars and
     stop reason in each run.
     """
-    from costtune import report as rp
-    from costtune.run import load_run
+    from costtune.core.run import load_run
+    from costtune.report import html as hp
+    from costtune.report import text as rp
 
     if len(run_dirs) < 2:
         _fail("compare: give at least two run directories", EXIT_USAGE)
@@ -335,7 +337,7 @@ def compare(run_dirs: tuple[Path, ...], target: float | None, fmt: str, html_pat
         else:
             console.print(rp.matched_table(matched))
     if html_path is not None:
-        _write_page(html_path, rp.compare_html(runs, frame, matched), "--html")
+        _write_page(html_path, hp.compare_html(runs, frame, matched), "--html")
         click.echo(f"HTML comparison: {html_path}", err=True)
 
 
@@ -344,7 +346,7 @@ def _check_writable(path: Path, flag: str, page: bool = True) -> None:
     whose writing would destroy a file: one of a run's own (its ledger, say), or, for a page
     (``page``), any existing file that is not a page costtune wrote (a typo'd ``--html
     train.py``). A table (``page=False``) may replace an older one outside a run."""
-    from costtune.rundir import run_holding
+    from costtune.core.rundir import run_holding
 
     if path.is_dir():
         _fail(f"{flag}: {path} is a directory; give a file name", EXIT_USAGE)
@@ -392,7 +394,7 @@ def _write_page(path: Path, text: str, flag: str) -> None:
 
 
 def _estimate_for(cfg: Any, calibrate: bool, calibrate_trials: int, from_run: Path | None = None) -> Any:
-    from costtune.estimate import estimate as make_estimate
+    from costtune.core.estimate import estimate as make_estimate
 
     if calibrate and from_run is not None:
         raise ConfigError("--from-run: measures from a finished run; give it without --calibrate")
@@ -437,7 +439,7 @@ _FROM_RUN = click.option(
 
 
 def _print_estimate(est: Any) -> None:
-    from costtune.report import usd
+    from costtune.report.text import usd
 
     click.echo("assumptions: " + "; ".join(est.assumptions))
     click.echo(f"{'':10}{'epochs':>12}{'device-h':>12}{'cost':>14}")
@@ -473,7 +475,7 @@ def estimate(
     max_epochs, devices per trial, price, and seconds per epoch (cost.epoch_seconds, or
     measured with --calibrate). Prints its assumptions.
     """
-    from costtune.config import load_config
+    from costtune.core.config import load_config
 
     try:
         cfg = load_config(config, allow_paths=allow_paths)
@@ -529,8 +531,8 @@ def gate(
     Grid search, and any sweep whose worst case exceeds the limits, must carry an
     approval: block (justification, estimated_resources, stop_conditions, approver).
     """
-    from costtune.config import load_config
-    from costtune.gate import check
+    from costtune.core.config import load_config
+    from costtune.core.gate import check
 
     try:
         cfg = load_config(config, allow_paths=allow_paths)
@@ -600,8 +602,8 @@ def watch_idle(
 
     Every action is logged as one JSON line on stdout.
     """
+    from costtune.core.policy.idle import IdleTracker
     from costtune.idle import GpuSampler, IdleWatcher, NvmlSampler, NvmlUnavailable, TraceSampler
-    from costtune.policy.idle import IdleTracker
 
     try:
         if trace is not None:
@@ -686,17 +688,17 @@ def replay(
     finished. The same seed gives the same replay. A run directory is replayed with its own
     trials' curves, metered seconds and prices, and its best metric (as a loss) as the target.
     """
-    from costtune.curves import load_curves
+    from costtune.core.curves import load_curves
+    from costtune.core.simulate import simulate
     from costtune.replay import ReplaySettings, replay_pool
-    from costtune.report import usd
-    from costtune.simulate import simulate
+    from costtune.report.text import usd
 
     try:
         recorded_from = None
         if curves.is_dir():
-            from costtune.curves import curves_from_frame
+            from costtune.core.curves import curves_from_frame
+            from costtune.core.run import load_run
             from costtune.results import recorded_run
-            from costtune.run import load_run
 
             recorded_from = recorded_run(curves)
             if recorded_from.mixed and price is not None:
@@ -860,7 +862,7 @@ _default_showwarning = warnings.showwarning
 
 def _show_warning(message: Warning | str, category: type[Warning], *args: Any, **kwargs: Any) -> None:
     """costtune's own warnings (a repaired ledger) in one line; others as Python prints them."""
-    from costtune.ledger import LedgerWarning
+    from costtune.core.ledger import LedgerWarning
 
     if issubclass(category, LedgerWarning):
         click.echo(f"costtune: warning: {message}", err=True)

@@ -21,8 +21,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
+from costtune.core.policy.idle import IdleTracker
 from costtune.errors import ConfigError, CosttuneError
-from costtune.policy.idle import IdleTracker
 
 
 class NvmlUnavailable(CosttuneError):

@@ -2,7 +2,7 @@
 
 The data directory (``model.onnx``, ``encoding.json``, ``config_space.json``) is never
 copied into a project: pass it (``data_dir``) or set ``COSTTUNE_LCBENCH_DIR``. Curves come
-back in the recorded-curves format (:mod:`costtune.curves`) with ``val_loss`` = validation
+back in the recorded-curves format (:mod:`costtune.core.curves`) with ``val_loss`` = validation
 cross-entropy and per-epoch ``epoch_seconds`` = first difference of the running maximum of
 the surrogate's cumulative ``time`` (clipped at 0), one device per configuration
 (../shared/benchmarks/PROTOCOL.md).

@@ -2,7 +2,7 @@
 
 :func:`replay_pool` builds the scheduler, stopping rule and searcher from settings named as
 ``costtune replay``'s options name them, and runs the discrete-event simulator
-(:mod:`costtune.simulate`) over the pool. The command and the benchmarks call this one
+(:mod:`costtune.core.simulate`) over the pool. The command and the benchmarks call this one
 function, so a benchmark row at the default settings is what a user's replay does, dollar
 for dollar.
 """
@@ -13,8 +13,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from costtune.curves import Curve
-from costtune.policy import (
+from costtune.core.curves import Curve
+from costtune.core.policy import (
     AsyncHyperband,
     MarginalRoiStopping,
     OutlookRule,
@@ -22,8 +22,8 @@ from costtune.policy import (
     StoppingRule,
     auto_warmup_trials,
 )
-from costtune.policy.defaults import DEFAULTS
-from costtune.simulate import Simulation, simulate
+from costtune.core.policy.defaults import DEFAULTS
+from costtune.core.simulate import Simulation, simulate
 
 
 @dataclass(frozen=True)
@@ -99,7 +99,7 @@ def policy_of(s: ReplaySettings, max_epochs: int, configurations: int) -> AsyncH
 
 def replay_pool(table: Sequence[Curve], s: ReplaySettings) -> Replay:
     """Replay ``table`` under ``s`` (raises :class:`ConfigError` in one line on a bad combination)."""
-    from costtune.pool import OrderedPool, SamplerPool
+    from costtune.search.pool import OrderedPool, SamplerPool
 
     longest = max(c.epochs for c in table)
     policy = policy_of(s, longest, len(table))

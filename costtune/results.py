@@ -18,10 +18,10 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from costtune.direction import Direction
+from costtune.core.direction import Direction
+from costtune.core.ledger import Ledger, check_intact
+from costtune.core.run import ledger_spec, load_run_config
 from costtune.errors import ConfigError
-from costtune.ledger import Ledger, check_intact
-from costtune.run import ledger_spec, load_run_config
 
 #: Ray Tune's experiment folder inside a run directory
 _EXPERIMENT = "ray"
@@ -33,7 +33,7 @@ class SweepResult:
 
     Attributes:
         output_dir: the run directory.
-        ledger: the metered record, one :class:`~costtune.ledger.TrialRecord` per trial.
+        ledger: the metered record, one :class:`~costtune.core.ledger.TrialRecord` per trial.
         summary: totals (``summary.json``): cost, device-hours, saved fraction, best trial.
         wall_seconds: how long the sweep ran (NaN when read back from a run that never ended).
         interrupted: the sweep was stopped (Ctrl-C) with trials paused; ``costtune sweep
@@ -48,7 +48,7 @@ class SweepResult:
 
     @property
     def config(self) -> Any:
-        """The validated :class:`~costtune.config.SweepConfig` the run was written with."""
+        """The validated :class:`~costtune.core.config.SweepConfig` the run was written with."""
         return load_run_config(self.output_dir)
 
     @property
@@ -100,9 +100,9 @@ class SweepResult:
     @property
     def findings(self) -> list[Any]:
         """What the sweep's own curves say about its decisions, each a
-        :class:`~costtune.analysis.Finding` (``code``, ``message``); empty when nothing stands out.
+        :class:`~costtune.core.analysis.Finding` (``code``, ``message``); empty when nothing stands out.
         ``costtune sweep`` and ``costtune report`` print them as ``note:`` lines."""
-        from costtune.analysis import findings
+        from costtune.core.analysis import findings
 
         return findings(self.ledger)
 
@@ -176,7 +176,7 @@ def best_trial(ledger: Ledger, out: Path) -> dict[str, Any] | None:
 
 @dataclass(frozen=True)
 class RecordedRun:
-    """A finished run directory as recorded curves (:mod:`costtune.curves`), for ``costtune
+    """A finished run directory as recorded curves (:mod:`costtune.core.curves`), for ``costtune
     replay RUN_DIR``: one curve per trial, its metric as a loss (negated for ``mode: max``), its
     metered seconds per epoch, and the run's own prices folded into each curve's devices.
 

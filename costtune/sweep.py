@@ -26,7 +26,7 @@ from typing import Any
 
 import yaml
 
-from costtune.config import (
+from costtune.core.config import (
     REMOVED_FIELDS,
     SweepConfig,
     check_price_names,
@@ -35,11 +35,10 @@ from costtune.config import (
     parse_config,
     short_repr,
 )
-from costtune.errors import ConfigError, SweepFailed
-from costtune.estimate import estimate
-from costtune.gate import GateFailed, GateResult, check
-from costtune.idle import GpuSampler, NvmlSampler, NvmlUnavailable
-from costtune.ledger import (
+from costtune.core.estimate import estimate
+from costtune.core.files import write_json_atomic
+from costtune.core.gate import GateFailed, GateResult, check
+from costtune.core.ledger import (
     LEDGER_FILE,
     RAY_RESULT_FIELDS,
     Ledger,
@@ -47,9 +46,8 @@ from costtune.ledger import (
     LedgerWriteError,
     check_intact,
     repair_tail,
-    write_json_atomic,
 )
-from costtune.policy import (
+from costtune.core.policy import (
     Governor,
     MarginalRoiStopping,
     ReasonSource,
@@ -58,24 +56,25 @@ from costtune.policy import (
     SweepBudget,
     SweepProgress,
 )
-from costtune.results import SweepResult, best_checkpoint
-from costtune.run import ledger_spec, load_run_config
-from costtune.rundir import (
+from costtune.core.run import ledger_spec, load_run_config
+from costtune.core.rundir import (
     EXPERIMENT_NAME,
     LOCK_FILE,
     SOURCE_FILE,
     claim_existing,
     claim_new,
-    counting_trials_tune_lost,
     disk_full,
     never_metered,
     refuse_unresumable,
+    relocating,
     repair_ray_state,
-    resuming,
-    staging_of_its_own,
     tune_known_trials,
 )
-from costtune.schedulers.idle import IdleGpuStopper
+from costtune.errors import ConfigError, SweepFailed
+from costtune.idle import GpuSampler, NvmlSampler, NvmlUnavailable
+from costtune.ray.idle import IdleGpuStopper
+from costtune.ray.private import RAY_LOGGERS, staging_of_its_own, storage_rebased, trials_created_at_least
+from costtune.results import SweepResult, best_checkpoint
 from costtune.trainables import BUILTIN_TRAINABLES
 
 
@@ -526,14 +525,14 @@ def _run(
     from ray import tune
     from ray.tune.stopper import CombinedStopper, FunctionStopper
 
-    from costtune.schedulers import CostAwareFIFO, LedgerCallback
-    from costtune.schedulers.callbacks import ForgetVanishedCheckpoints, KeepRayState
-    from costtune.schedulers.governed import GovernorHooks
-    from costtune.schedulers.stoppers import EpochLimit, WallClockBudget
+    from costtune.ray import CostAwareFIFO, LedgerCallback
+    from costtune.ray.callbacks import ForgetVanishedCheckpoints, KeepRayState
+    from costtune.ray.governed import GovernorHooks
+    from costtune.ray.stoppers import EpochLimit, WallClockBudget
     from costtune.search import build_search_space, make_searcher
 
     cost_model = config.cost.cost_model()
-    ledger = Ledger(ledger_spec(config), out)
+    ledger = Ledger(ledger_spec(config), out).share()
     governor, cost_stopper = _governance(config, ledger)
     idle_stopper = _idle_stopper(config, gpu_sampler_factory, governor)
     scheduler: Any
@@ -547,8 +546,8 @@ def _run(
             ledger=ledger,
         )
     elif config.scheduler.type == "pbt":
-        from costtune.policy import Mutation
-        from costtune.schedulers.pbt import CostAwarePBT
+        from costtune.core.policy import Mutation
+        from costtune.ray.pbt import CostAwarePBT
 
         scheduler = CostAwarePBT(
             mutations={
@@ -598,7 +597,7 @@ def _run(
         ),
     ]
     if progress:
-        from costtune.progress import progress_callback
+        from costtune.ray.progress import progress_callback
 
         callbacks.append(progress_callback(ledger, config.num_samples))
     if config.tracking.mlflow is not None:
@@ -650,8 +649,8 @@ def _run(
 def _mlflow_live(
     config: SweepConfig, out: Path, stop_reason_of: Callable[[str], str | None], ledger: Ledger
 ) -> Any:
-    from costtune.schedulers.callbacks import MlflowCallback
-    from costtune.tracking import MlflowLive, default_tracking_uri
+    from costtune.ray.callbacks import MlflowCallback
+    from costtune.ray.tracking import MlflowLive, default_tracking_uri
 
     try:
         import mlflow  # noqa: F401
@@ -675,9 +674,9 @@ def _mlflow_live(
 
 
 def hyperband_of(config: SweepConfig, **wiring: Any) -> Any:
-    """The sweep's :class:`~costtune.schedulers.CostAwareHyperBand` as its config sets it;
+    """The sweep's :class:`~costtune.ray.CostAwareHyperBand` as its config sets it;
     ``wiring``: what connects it to the run (cost model, governor, state file, ledger)."""
-    from costtune.schedulers import CostAwareHyperBand
+    from costtune.ray import CostAwareHyperBand
 
     s = config.scheduler
     return CostAwareHyperBand(  # metric and mode: Tune sets them from TuneConfig
@@ -869,17 +868,9 @@ class _RayLogsInOneLine(logging.Filter):
         return True
 
 
-_RAY_LOGGERS = (
-    "ray.tune.tune",
-    "ray.tune.execution.tune_controller",
-    "ray.tune.execution.experiment_state",
-    "ray.train._internal.syncer",
-)
-
-
 @contextlib.contextmanager
 def _quiet_ray_logs() -> Iterator[None]:
-    loggers = [logging.getLogger(name) for name in _RAY_LOGGERS]
+    loggers = [logging.getLogger(name) for name in RAY_LOGGERS]
     one_line = _RayLogsInOneLine()
     for logger in loggers:
         logger.addFilter(one_line)
@@ -984,7 +975,7 @@ def check_scheduler_state(config: SweepConfig, path: Path) -> None:
     """
     if config.scheduler.type != "cost_aware_hyperband" or not path.exists():
         return
-    from costtune.schedulers.hyperband import read_state
+    from costtune.ray.hyperband import read_state
 
     now = hyperband_of(config).policy.geometry()  # the scheduler this config builds
     saved = read_state(path)["policy"].get("geometry")
@@ -1076,10 +1067,10 @@ def _resume(
     _prepare_environment()
     _ensure_ray(ray_address, config)
     resources = trial_resources(config)
-    from costtune.schedulers.governed import forget_governors
+    from costtune.ray.governed import forget_governors
 
     forget_governors()  # the governor copies this restore unpickles meet on a fresh one
-    ledger = Ledger(ledger_spec(config), out)
+    ledger = Ledger(ledger_spec(config), out).share()
     known = tune_known_trials(out)
     # Tune's trials, and those that ran and ended after its last snapshot (judged and paid)
     created = (
@@ -1091,13 +1082,22 @@ def _resume(
             for t, r in ledger.trials.items()
         )
     )
-    with resuming(out), counting_trials_tune_lost(created):  # a copied or moved run writes only into itself
-        tuner = tune.Tuner.restore(
-            str(experiment),
-            trainable=tune.with_resources(trainable, resources),
-            resume_unfinished=True,
-            resume_errored=False,
-        )
+    # a copied or moved run writes only into itself
+    with relocating(out), storage_rebased(out, EXPERIMENT_NAME), trials_created_at_least(created):
+        try:
+            tuner = tune.Tuner.restore(
+                str(experiment),
+                trainable=tune.with_resources(trainable, resources),
+                resume_unfinished=True,
+                resume_errored=False,
+            )
+        except ModuleNotFoundError as exc:  # saved objects of a costtune laid out otherwise
+            if not (exc.name or "").startswith("costtune"):
+                raise
+            raise ConfigError(
+                f"--resume: {out} was saved by an earlier costtune ({exc.name} no longer exists); "
+                "its results and reports still read, but the sweep cannot continue: start a new one"
+            ) from None
         return _fit_and_write(tuner, config, ledger, out)
 
 
@@ -1109,7 +1109,7 @@ def pre_run_gate(config: SweepConfig) -> GateResult:
 
 def _governance(config: SweepConfig, ledger: Ledger) -> tuple[Governor, Any]:
     """The caps/budget governor and the Stopper that applies it with the stopping rules."""
-    from costtune.schedulers import CostStopper
+    from costtune.ray import CostStopper
 
     gpus, cpus = config.resources.gpus, config.resources.cpus
     kind, devices = ("gpu", gpus) if gpus > 0 else ("cpu", cpus)
@@ -1124,7 +1124,7 @@ def _governance(config: SweepConfig, ledger: Ledger) -> tuple[Governor, Any]:
         if s.type == "cost_aware_hyperband"
         else config.max_epochs,
     )
-    from costtune.schedulers.governed import forget_governors, shared_governor
+    from costtune.ray.governed import forget_governors, shared_governor
 
     forget_governors()
     shared_governor(governor)  # a copy Tune unpickles in this process meets this one

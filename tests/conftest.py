@@ -47,7 +47,7 @@ SMALL = {
 @pytest.fixture(scope="session")
 def small_run(ray_session, tmp_path_factory):
     """A real sweep: CostAwareHyperBand + Optuna TPE + the AMP trainable, 6 trials on digits."""
-    from costtune.config import parse_config
+    from costtune.core.config import parse_config
     from costtune.sweep import run_sweep
 
     return run_sweep(parse_config(SMALL), tmp_path_factory.mktemp("sweep") / "hyperband")

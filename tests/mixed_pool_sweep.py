@@ -19,7 +19,7 @@ os.environ.setdefault("RAY_AUTH_MODE", "disabled")
 import ray
 from ray.cluster_utils import Cluster
 
-from costtune.config import parse_config
+from costtune.core.config import parse_config
 from costtune.sweep import run_sweep
 
 

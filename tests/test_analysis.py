@@ -4,7 +4,7 @@ import itertools
 
 import pytest
 
-from costtune.analysis import (
+from costtune.core.analysis import (
     HIGH_ROI,
     MARGINAL,
     WASTE,
@@ -16,8 +16,8 @@ from costtune.analysis import (
     spend_by_band,
     zone_bands,
 )
-from costtune.cost import CostModel
-from costtune.ledger import Ledger, LedgerSpec
+from costtune.core.cost import CostModel
+from costtune.core.ledger import Ledger, LedgerSpec
 
 # one GPU at $3600 per hour: one second costs one dollar, so seconds read as dollars
 SPEC = LedgerSpec(metric="val_loss", mode="min", cost_model=CostModel(prices={"A100": 3600.0}), max_epochs=8)

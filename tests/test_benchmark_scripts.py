@@ -217,8 +217,8 @@ def test_lcbench_oracle_rungs_rank_by_where_each_curve_ends() -> None:
     import numpy as np
     from lcbench import OracleRungs, parse_variant
 
-    from costtune.curves import Curve
-    from costtune.policy import AsyncHyperband, Decision
+    from costtune.core.curves import Curve
+    from costtune.core.policy import AsyncHyperband, Decision
 
     assert parse_variant("costtune-hb-rel-tpe:r0.3sLOT") == (
         "costtune-hb-rel-tpe",
@@ -254,8 +254,8 @@ def test_lcbench_oracle_stop_ends_only_trials_whose_rest_never_beats_the_best() 
     import numpy as np
     from lcbench import OracleStop, parse_variant
 
-    from costtune.curves import Curve
-    from costtune.policy import AsyncHyperband, Decision
+    from costtune.core.curves import Curve
+    from costtune.core.policy import AsyncHyperband, Decision
 
     assert parse_variant("costtune-hb-rel-tpe:r0.3=1")[1] == {"relative_roi": 0.3, "oracle_stop_from": 1}
     # stop 55's decomposition: the searcher told the screens' losses at the rung (!), or earlier (&k)
@@ -292,7 +292,7 @@ def test_lcbench_ratio_stop_judges_by_the_largest_fall_the_sweeps_long_trials_sh
     sys.path.insert(0, str(REPO / "benchmarks"))
     from lcbench import RatioStop, parse_variant
 
-    from costtune.policy import AsyncHyperband, Decision, StopReason
+    from costtune.core.policy import AsyncHyperband, Decision, StopReason
 
     assert parse_variant("costtune-hb-rel-tpe:r0.3#306")[1] == {"relative_roi": 0.3, "ratio_stop": 306}
     policy = RatioStop(AsyncHyperband(52, warmup_trials=None), evidence=2, horizon=3)
@@ -323,9 +323,9 @@ def test_first_reacher_names_what_ended_the_configurations_that_could_have_reach
     import numpy as np
     from first_reacher import fates_line, reachers
 
-    from costtune.curves import Curve
-    from costtune.policy import AsyncHyperband
-    from costtune.simulate import simulate
+    from costtune.core.curves import Curve
+    from costtune.core.policy import AsyncHyperband
+    from costtune.core.simulate import simulate
 
     fast = [
         Curve(f"fast{i}", {}, np.r_[np.linspace(0.6, 0.5, 5), np.full(15, 0.45 + 0.01 * i)], np.ones(20), 1.0)
@@ -355,7 +355,7 @@ def test_lcbench_predicted_rungs_rank_by_the_curve_models_final_loss() -> None:
     sys.path.insert(0, str(REPO / "benchmarks"))
     from lcbench import PredictedRungs, parse_variant
 
-    from costtune.policy import AsyncHyperband, Decision
+    from costtune.core.policy import AsyncHyperband, Decision
 
     assert parse_variant("costtune-hb-rel-tpe:r0.3sGCW10KU32N224P") == (
         "costtune-hb-rel-tpe",
@@ -398,9 +398,9 @@ def test_lcbench_noise_veto_keeps_a_noisy_slow_improver_and_stops_a_noisy_flat_t
     import numpy as np
     from lcbench import NoiseVeto
 
-    from costtune.curves import Curve
-    from costtune.policy import MarginalRoiStopping, StoppingRule
-    from costtune.simulate import simulate
+    from costtune.core.curves import Curve
+    from costtune.core.policy import MarginalRoiStopping, StoppingRule
+    from costtune.core.simulate import simulate
 
     rng = np.random.default_rng(1)
     curves = {
@@ -452,7 +452,7 @@ def test_lcbench_smoothed_rungs_rank_by_the_lowest_loss_of_the_last_k_epochs() -
     sys.path.insert(0, str(REPO / "benchmarks"))
     from lcbench import SmoothedRungs, parse_variant
 
-    from costtune.policy import AsyncHyperband, Decision
+    from costtune.core.policy import AsyncHyperband, Decision
 
     assert parse_variant("costtune-hb-rel-tpe:r0.3sGCW10i5M3")[1]["smooth_rungs"] == 3
     steady = [0.60, 0.55, 0.52, 0.50, 0.49]
@@ -531,7 +531,7 @@ def test_lcbench_stretch_keeps_the_final_loss_the_best_loss_and_the_cost() -> No
     import numpy as np
     from lcbench import stretch, stretched_epochs
 
-    from costtune.curves import Curve
+    from costtune.core.curves import Curve
 
     losses = 1.0 / np.arange(1, 53) + np.r_[np.zeros(30), np.linspace(0, 0.05, 22)]  # best mid-run
     curve = Curve("c", {}, losses, np.linspace(3.0, 1.0, 52), 1.0)
@@ -552,7 +552,7 @@ def test_lcbench_spread_gives_each_configuration_its_own_pace_and_a_plateau() ->
     import numpy as np
     from lcbench import stretch, stretched_epochs
 
-    from costtune.curves import Curve
+    from costtune.core.curves import Curve
 
     losses = 1.0 / np.arange(1, 53) + 0.2
     curves = [Curve(f"c{i}", {"learning_rate": 10.0**-i}, losses, np.full(52, 2.0), 1.0) for i in range(1, 9)]
@@ -589,7 +589,7 @@ def test_lcbench_spread_by_learning_rate_slows_the_small_learning_rates() -> Non
     import numpy as np
     from lcbench import stretch, stretched_epochs
 
-    from costtune.curves import Curve
+    from costtune.core.curves import Curve
 
     losses = 1.0 / np.arange(1, 53) + 0.2
 
@@ -609,7 +609,7 @@ def test_lcbench_spread_trap_slows_the_large_learning_rates() -> None:
     import numpy as np
     from lcbench import stretch, stretched_epochs
 
-    from costtune.curves import Curve
+    from costtune.core.curves import Curve
 
     losses = 1.0 / np.arange(1, 53) + 0.2
 
@@ -630,7 +630,7 @@ def test_lcbench_oracle_floor_is_the_cheapest_full_run_reaching_the_target() -> 
     import numpy as np
     from lcbench import USD_PER_HOUR, oracle_floor
 
-    from costtune.curves import Curve
+    from costtune.core.curves import Curve
 
     dip = np.r_[np.full(20, 0.5), 0.29, np.full(31, 0.4)]  # one lucky epoch, a final of 0.4
     cheap_dip = Curve("a", {}, dip, np.full(52, 36.0), 1.0)
@@ -648,7 +648,7 @@ def test_reachers_prices_the_reachers_full_runs_and_a_blind_searchs_screening_ag
     import numpy as np
     from reachers import reacher_stats
 
-    from costtune.curves import Curve
+    from costtune.core.curves import Curve
 
     hour = 3600.0  # at $1 an hour, a second costs 1/3600 dollar
     flat = np.full(10, 0.5)
@@ -679,7 +679,7 @@ def test_lcbench_noise_is_a_property_of_the_task_and_configuration() -> None:
     import numpy as np
     from lcbench import noisy
 
-    from costtune.curves import Curve
+    from costtune.core.curves import Curve
 
     losses = 1.0 / np.arange(1, 53) + 0.2
     config = {"learning_rate": 1e-3, "batch_size": 64}
@@ -706,7 +706,7 @@ def test_optuna_hyperband_peer_gives_the_same_run_for_the_same_seed() -> None:
     import optuna
     from peers import run_peer
 
-    from costtune.curves import Curve
+    from costtune.core.curves import Curve
 
     def evaluate(config: dict) -> Curve:
         x = config["x"]
@@ -876,7 +876,7 @@ def test_rung_free_share_sends_every_kth_trial_past_the_rungs() -> None:
     sys.path.insert(0, str(REPO / "benchmarks"))
     from lcbench import MAX_EPOCHS, RungFreeShare
 
-    from costtune.policy import Decision
+    from costtune.core.policy import Decision
 
     policy = RungFreeShare(MAX_EPOCHS, 3, grace_epochs=5, eta=5, brackets=1)
     brackets = [policy.on_add(f"t{i}") for i in range(9)]
@@ -914,7 +914,7 @@ def test_bracket_guard_keeps_the_stopper_off_a_later_brackets_trial_until_its_fi
     sys.path.insert(0, str(REPO / "benchmarks"))
     from lcbench import BracketGuard
 
-    from costtune.policy import AsyncHyperband, MarginalRoiStopping, StoppingRule
+    from costtune.core.policy import AsyncHyperband, MarginalRoiStopping, StoppingRule
 
     policy = AsyncHyperband(max_epochs=52, grace_epochs=5, eta=5, brackets=2)
     a, b = policy.on_add("a"), policy.on_add("b")
@@ -976,7 +976,7 @@ def test_slow_starters_seeds_each_tables_searchers_apart(monkeypatch) -> None:
     sys.path.insert(0, str(REPO / "benchmarks"))
     import slow_starters
 
-    from costtune.pool import SamplerPool
+    from costtune.search.pool import SamplerPool
 
     seeds = []
     monkeypatch.setattr(
@@ -1159,7 +1159,7 @@ def test_the_flat_start_guard_spares_unmoved_trials_only_once_most_judged_ones_w
     sys.path.insert(0, str(REPO / "benchmarks"))
     from slow_starters import FlatStartGuard
 
-    from costtune.policy import AsyncHyperband, Decision
+    from costtune.core.policy import AsyncHyperband, Decision
 
     guard = FlatStartGuard()
     policy = guard.policy(AsyncHyperband(60, 5, 5, 1, "loss", "floor", None, None, False))
@@ -1207,10 +1207,10 @@ def test_the_products_rung_checks_decide_as_the_rung_probe_prototype_written_apa
     import slow_starters
     from lcbench import RungProbe
 
-    from costtune.curves import Curve
-    from costtune.policy import AsyncHyperband, MarginalRoiStopping, StoppingRule
-    from costtune.pool import OrderedPool
-    from costtune.simulate import simulate
+    from costtune.core.curves import Curve
+    from costtune.core.policy import AsyncHyperband, MarginalRoiStopping, StoppingRule
+    from costtune.core.simulate import simulate
+    from costtune.search.pool import OrderedPool
 
     rng = np.random.default_rng(3)
     keeping = [
@@ -1313,7 +1313,7 @@ def test_record_curves_writes_a_pool_costtune_replay_reads(tmp_path) -> None:
     sys.path.insert(0, str(REPO / "benchmarks"))
     import record_curves
 
-    from costtune.curves import load_curves
+    from costtune.core.curves import load_curves
 
     out = tmp_path / "pool.csv.gz"
     record_curves.record("cancer-mlp-adamw", configs=2, epochs=3, out=out)

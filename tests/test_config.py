@@ -7,7 +7,7 @@ import yaml
 from click.testing import CliRunner
 
 from costtune.cli import main
-from costtune.config import SearcherConfig, StoppingConfig, load_config, parse_config
+from costtune.core.config import SearcherConfig, StoppingConfig, load_config, parse_config
 from costtune.errors import ConfigError
 
 REPO = Path(__file__).resolve().parent.parent
@@ -42,7 +42,7 @@ def test_defaults_are_the_documented_ones() -> None:
 def test_the_scheduler_stopping_and_searcher_options_are_twelve_together() -> None:
     """#64: the user-facing options of the scheduler, stopping and searcher sections are at
     most 12 together, each documented (docs/config.md)."""
-    from costtune.config import SchedulerConfig, config_reference
+    from costtune.core.config import SchedulerConfig, config_reference
 
     fields = [
         f"{section}.{name}"
@@ -74,7 +74,7 @@ def test_a_removed_option_is_refused_in_a_new_config_and_read_in_a_saved_run(sec
     """A removed option at the value it held by default reads anywhere (a saved run's
     config.yaml holds every field); set otherwise, a new config is refused in one line naming
     it, and a saved run's config (``saved``: read for its reports) is read without it."""
-    from costtune.config import REMOVED_FIELDS
+    from costtune.core.config import REMOVED_FIELDS
 
     at_default = {**MINIMAL, section: {name: REMOVED_FIELDS[section][name]}}
     assert parse_config(at_default) == parse_config(MINIMAL)
@@ -222,7 +222,7 @@ def test_cli_help_describes_the_command() -> None:
 
 
 def test_the_amp_schema_matches_what_the_trainable_reads() -> None:
-    from costtune.config import AMP_CHOICES
+    from costtune.core.config import AMP_CHOICES
     from costtune.trainables.amp import PRECISIONS
     from costtune.trainables.data import DATASETS
     from costtune.trainables.models import MODELS
@@ -314,7 +314,7 @@ def test_cli_estimate_prices_spot_capacity(tmp_path) -> None:
 def test_the_config_reference_is_generated_from_the_models() -> None:
     """docs/config.md is config_reference()'s text: a field added, removed or given another
     default without regenerating it (`make docs`) fails here."""
-    from costtune.config import config_reference
+    from costtune.core.config import config_reference
 
     text = (REPO / "docs" / "config.md").read_text()
     assert text.endswith(config_reference()), "docs/config.md is stale: run `make docs`"

@@ -10,11 +10,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from costtune.cost import CostModel
-from costtune.ledger import Ledger, LedgerSpec
-from costtune.policy import Governor, SweepBudget
-from costtune.schedulers.callbacks import LedgerCallback
-from costtune.schedulers.stoppers import CostStopper
+from costtune.core.cost import CostModel
+from costtune.core.ledger import Ledger, LedgerSpec
+from costtune.core.policy import Governor, SweepBudget
+from costtune.ray.callbacks import LedgerCallback
+from costtune.ray.stoppers import CostStopper
 
 PRICE = CostModel(prices={"cpu": 36.0})  # a core-second costs a cent: cents read as seconds
 
@@ -131,7 +131,7 @@ def test_lost_work_reaches_the_budget_when_charged_not_at_the_next_report() -> N
 def test_the_schedulers_meter_from_the_ledger_too() -> None:
     """A rung's dollars are the books' dollars: work lost before a restart included (the
     cumulative time field, which a restart resets to the checkpoint's, would miss it)."""
-    from costtune.schedulers import CostAwareHyperBand
+    from costtune.ray import CostAwareHyperBand
 
     world = _World()
     scheduler = CostAwareHyperBand(
@@ -168,7 +168,7 @@ def test_a_controlled_run_is_billed_the_seconds_it_held_within_one_percent(ray_s
 
     from ray._private import state as ray_state
 
-    from costtune.config import parse_config
+    from costtune.core.config import parse_config
     from costtune.sweep import run_sweep
 
     trace = tmp_path / "trace"

@@ -4,8 +4,8 @@ import math
 
 import pytest
 
-from costtune.cost import CostModel, device_hours, devices_from_resources, roi
-from costtune.direction import Direction
+from costtune.core.cost import CostModel, device_hours, devices_from_resources, roi
+from costtune.core.direction import Direction
 from costtune.errors import ConfigError
 
 

@@ -14,12 +14,12 @@ import pytest
 from click.testing import CliRunner
 
 from costtune.cli import main
-from costtune.config import parse_config
-from costtune.curves import curves_from_frame
-from costtune.policy import Decision, StopReason
-from costtune.policy.defaults import DEFAULTS
+from costtune.core.config import parse_config
+from costtune.core.curves import curves_from_frame
+from costtune.core.policy import Decision, StopReason
+from costtune.core.policy.defaults import DEFAULTS
+from costtune.ray import CostAwareHyperBand
 from costtune.replay import ReplaySettings, policy_of
-from costtune.schedulers import CostAwareHyperBand
 from costtune.sweep import hyperband_of
 from tests.schedulers.test_contract import _trial
 

@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from costtune.direction import Direction
+from costtune.core.direction import Direction
 from costtune.errors import ConfigError
 
 finite = st.floats(allow_nan=False, allow_infinity=False, min_value=-1e9, max_value=1e9)

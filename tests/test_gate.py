@@ -9,11 +9,11 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from costtune.cli import main
-from costtune.config import parse_config
+from costtune.core.config import parse_config
+from costtune.core.estimate import estimate, expected_epochs_hyperband, expected_promotions
+from costtune.core.gate import check
+from costtune.core.policy import Keep
 from costtune.errors import ConfigError
-from costtune.estimate import estimate, expected_epochs_hyperband, expected_promotions
-from costtune.gate import check
-from costtune.policy import Keep
 from tests.conftest import REPO, SMALL
 
 APPROVAL = {
@@ -56,7 +56,7 @@ def test_expected_promotions_with_a_warmup_match_the_policy_on_random_orders() -
     order at a rung with η 3 and warmup_trials 6, promotions averaged over 2,000 orders."""
     import random
 
-    from costtune.policy import AsyncHyperband, Decision
+    from costtune.core.policy import AsyncHyperband, Decision
 
     rng = random.Random(7)
     promoted = 0

@@ -5,11 +5,11 @@ from __future__ import annotations
 
 from ray import cloudpickle  # what Tune pickles its pieces with
 
-from costtune.cost import CostModel
-from costtune.ledger import Ledger, LedgerSpec
-from costtune.policy import Governor, MarginalRoiStopping, StoppingRule, SweepBudget
-from costtune.schedulers.governed import CostAwareFIFO, GovernorHooks, forget_governors, shared_governor
-from costtune.schedulers.stoppers import CostStopper
+from costtune.core.cost import CostModel
+from costtune.core.ledger import Ledger, LedgerSpec
+from costtune.core.policy import Governor, MarginalRoiStopping, StoppingRule, SweepBudget
+from costtune.ray.governed import CostAwareFIFO, GovernorHooks, forget_governors
+from costtune.ray.stoppers import CostStopper
 
 
 def _pieces(tmp_path):
@@ -55,9 +55,3 @@ def test_a_second_resume_does_not_meet_the_first_resumes_governor(tmp_path) -> N
     forget_governors()
     second = cloudpickle.loads(pickled)
     assert second.governor is not first.governor and "t1" not in second.governor.last_report
-
-
-def test_a_governor_pickled_by_an_older_costtune_stays_its_own() -> None:
-    old = Governor(usd_per_second=0.001)
-    del old.__dict__["key"]
-    assert shared_governor(old) is old and shared_governor(None) is None

@@ -11,7 +11,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from costtune.cli import main
-from costtune.config import SweepConfig, load_config, parse_config
+from costtune.core.config import SweepConfig, load_config, parse_config
 from costtune.errors import ConfigError
 
 VALID = {
@@ -265,7 +265,7 @@ def test_hostile_yaml_is_refused_in_one_line_in_bounded_time_and_memory(tmp_path
 
 
 def test_a_refused_value_is_never_rendered_whole() -> None:
-    from costtune.config import short_repr
+    from costtune.core.config import short_repr
 
     huge = [[list(range(1000))] * 1000] * 10
     assert len(short_repr(huge)) <= 60 and len(short_repr("x" * 10**6)) <= 60
@@ -316,7 +316,7 @@ def test_values_that_would_be_read_as_something_else_are_refused(tmp_path, field
 
 
 def test_a_price_for_a_type_ray_labels_or_the_sweep_names_is_accepted(tmp_path) -> None:
-    from costtune.config import check_price_names
+    from costtune.core.config import check_price_names
 
     check_price_names({"cost": {"prices": {"B200": 6.0, "T4": 0.3, "A100-40G": 2.0}}})
     check_price_names({"cost": {"accelerator": "MyGPU", "prices": {"MyGPU": 1.0}}})

@@ -13,6 +13,8 @@ import pytest
 from click.testing import CliRunner
 
 from costtune.cli import main
+from costtune.core.policy.decisions import StopReason
+from costtune.core.policy.idle import IdleTracker
 from costtune.idle import (
     GpuProcess,
     GpuSample,
@@ -25,9 +27,7 @@ from costtune.idle import (
     snapshot_to_dict,
     trial_utilization,
 )
-from costtune.policy.decisions import StopReason
-from costtune.policy.idle import IdleTracker
-from costtune.schedulers.idle import IdleGpuStopper
+from costtune.ray.idle import IdleGpuStopper
 
 HOUR = 3600.0
 
@@ -224,8 +224,8 @@ def test_an_idle_stop_by_the_copy_tune_calls_is_seen_by_the_copy_the_books_ask()
     the reason lives in the sweep's one governor, so both say ``idle``."""
     import pickle
 
-    from costtune.policy.stopping import Governor
-    from costtune.schedulers.governed import forget_governors, shared_governor
+    from costtune.core.policy.stopping import Governor
+    from costtune.ray.governed import forget_governors, shared_governor
 
     forget_governors()
     governor = shared_governor(Governor(usd_per_second=1.0))
@@ -249,7 +249,7 @@ def test_an_idle_stop_by_the_copy_tune_calls_is_seen_by_the_copy_the_books_ask()
 
 @pytest.mark.ray
 def test_sweep_ends_gpu_trials_whose_gpus_stay_idle(ray_session, tmp_path) -> None:
-    from costtune.config import parse_config
+    from costtune.core.config import parse_config
     from costtune.sweep import run_sweep
 
     config = parse_config(
@@ -433,15 +433,3 @@ def test_a_trial_on_another_node_is_read_there_by_a_probe(ray_session, tmp_path,
     assert len(warned) == 2, warned
     assert "no live Ray node is at 10.255.255.1" in warned[0]
     assert "it runs on gpu-node-7: " in warned[1] and "NVML" in warned[1], warned[1]
-
-
-def test_a_stopper_pickled_by_an_older_costtune_resumes_and_decides() -> None:
-    """A sweep resumed across an upgrade unpickles a stopper without the later attributes."""
-    stopper = IdleGpuStopper(functools.partial(_trace, os.getpid(), [0, 0, 0, 0]), idle_minutes=60)
-    state = stopper.__getstate__()
-    for later in ("governor", "_probes", "_pending", "_latest", "_warned"):
-        state.pop(later)
-    old = IdleGpuStopper.__new__(IdleGpuStopper)
-    old.__setstate__(state)
-    assert [old("t1", {"pid": os.getpid()}) for _ in range(2)] == [False, True]
-    assert not old("t2", {"pid": 1, "hostname": "elsewhere"})  # no node_ip: not judged, one line

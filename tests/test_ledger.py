@@ -6,9 +6,8 @@ import math
 import pandas as pd
 import pytest
 
-from costtune.cost import CostModel
-from costtune.errors import ConfigError
-from costtune.ledger import (
+from costtune.core.cost import CostModel
+from costtune.core.ledger import (
     LEDGER_FILE,
     MARK_FILE,
     Ledger,
@@ -19,6 +18,7 @@ from costtune.ledger import (
     ledger_digest,
     repair_tail,
 )
+from costtune.errors import ConfigError
 from costtune.results import load_run
 
 SPEC = LedgerSpec(

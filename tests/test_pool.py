@@ -13,12 +13,12 @@ import pytest
 from click.testing import CliRunner
 
 from costtune.cli import main
-from costtune.curves import Curve, curves_from_frame
+from costtune.core.curves import Curve, curves_from_frame
+from costtune.core.policy import AsyncHyperband, OutlookRule, OutlookStopping, StopReason
+from costtune.core.policy.defaults import DEFAULTS
+from costtune.core.simulate import simulate
 from costtune.errors import ConfigError
-from costtune.policy import AsyncHyperband, OutlookRule, OutlookStopping, StopReason
-from costtune.policy.defaults import DEFAULTS
-from costtune.pool import OrderedPool, SamplerPool, distance, infer_space
-from costtune.simulate import simulate
+from costtune.search.pool import OrderedPool, SamplerPool, distance, infer_space
 
 
 def _pool(n: int = 60, epochs: int = 20, truncate: dict[int, int] | None = None) -> list[Curve]:

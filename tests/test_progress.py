@@ -4,9 +4,9 @@ import io
 
 from rich.console import Console
 
-from costtune.cost import CostModel
-from costtune.ledger import Ledger, LedgerSpec
-from costtune.progress import LiveProgress
+from costtune.core.cost import CostModel
+from costtune.core.ledger import Ledger, LedgerSpec
+from costtune.ray.progress import LiveProgress
 
 
 def test_live_progress_shows_running_trials_spend_and_best() -> None:
@@ -92,8 +92,8 @@ def test_progress_restored_by_a_resume_counts_from_the_resumed_ledger(tmp_path) 
     --resume: it must count what the log holds since, on the ledger the sweep writes to."""
     from ray import cloudpickle as pickle  # what Tune pickles its callbacks with
 
-    from costtune.progress import LineProgress
-    from costtune.schedulers.callbacks import LedgerCallback
+    from costtune.ray.callbacks import LedgerCallback
+    from costtune.ray.progress import LineProgress
 
     spec = LedgerSpec(metric="val_loss", mode="min", cost_model=CostModel())
     ledger = Ledger(spec, tmp_path)

@@ -11,16 +11,16 @@ import pytest
 from click.testing import CliRunner
 
 from costtune.cli import main
-from costtune.curves import Curve, curves_from_frame, load_curves
-from costtune.errors import ConfigError
-from costtune.policy import (
+from costtune.core.curves import Curve, curves_from_frame, load_curves
+from costtune.core.policy import (
     AsyncHyperband,
     MarginalRoiStopping,
     OutlookRule,
     OutlookStopping,
     StoppingRule,
 )
-from costtune.simulate import simulate
+from costtune.core.simulate import simulate
+from costtune.errors import ConfigError
 from tests.policy.test_hyperband import CURVES
 
 SHARED_LCBENCH = Path(__file__).resolve().parents[2] / "shared" / "benchmarks" / "yahpo_lcbench"
@@ -206,7 +206,7 @@ def _replay_sweep(table_path: Path, config_ids: list[str], **overrides: object) 
 def _replay_in_ray(table_path: Path, run_dir: Path, **overrides: object) -> tuple[pd.DataFrame, list[str]]:
     """A real sweep over the recorded curves (grid over config_id, one trial at a time);
     returns the trial table by config_id and the order Ray ran the configurations in."""
-    from costtune.config import parse_config
+    from costtune.core.config import parse_config
     from costtune.sweep import run_sweep
 
     config = parse_config(_replay_sweep(table_path, list(CURVES), **overrides))
@@ -328,7 +328,7 @@ def test_a_sweep_that_judged_flat_starts_says_so_in_its_report_and_replay(
     most of them flat, and the sweep's output, its report (text and JSON), its Python result
     and ``costtune replay`` of the same curves all say so in one line each."""
     from costtune.cli import _print_result
-    from costtune.config import parse_config
+    from costtune.core.config import parse_config
     from costtune.sweep import run_sweep
 
     curves = {

@@ -15,9 +15,10 @@ from click.testing import CliRunner
 
 import costtune
 from costtune.cli import main
-from costtune.config import parse_config
-from costtune.report import build_report, compare_runs, matched_trials, report_html
-from costtune.run import load_run
+from costtune.core.config import parse_config
+from costtune.core.run import load_run
+from costtune.report.html import report_html
+from costtune.report.text import build_report, compare_runs, matched_trials
 from costtune.sweep import run_sweep
 from tests.conftest import SMALL
 
@@ -210,10 +211,10 @@ def test_parallel_coordinates_read_as_values_in_order() -> None:
     """Choices in numeric order (not first-seen), a log axis labelled with values (0.001, not
     -3), the epochs each trial ran as an axis, and a colour scale a diverged trial cannot
     stretch (5th to 95th percentile)."""
-    from costtune.config import ParamSpec
-    from costtune.cost import CostModel
-    from costtune.htmlreport import parallel_panel
-    from costtune.ledger import Ledger, LedgerSpec
+    from costtune.core.config import ParamSpec
+    from costtune.core.cost import CostModel
+    from costtune.core.ledger import Ledger, LedgerSpec
+    from costtune.report.html import parallel_panel
 
     ledger = Ledger(LedgerSpec(metric="loss", mode="min", cost_model=CostModel()))
     widths, lrs = [256, 32, 128, 64] * 5, [10 ** (-4 + 3 * i / 19) for i in range(20)]
@@ -242,7 +243,7 @@ def test_the_report_opens_on_what_the_sweep_cost_saved_and_which_weights_to_use(
     the best-so-far chart's x-axis ends at the dollars spent, not at the counterfactual's; at
     the narrowest window headless Chromium draws (asked for 400 px, it lays out 500) the page
     does not scroll sideways."""
-    from costtune.report import duration, usd
+    from costtune.report.text import duration, usd
 
     run = load_run(small_run.output_dir)
     report = build_report(run)
@@ -307,7 +308,7 @@ def test_the_final_table_fits_the_terminal_without_squeezing_a_cell(small_run, w
 
     from rich.console import Console
 
-    from costtune.report import print_report
+    from costtune.report.text import print_report
 
     frame = small_run.trials.copy()
     for i in range(8):  # a wide search space
@@ -380,7 +381,7 @@ def test_compare_flags_what_the_totals_hide(small_run, random_full_run, tmp_path
 
     import yaml
 
-    from costtune.report import compare_notes, compare_runs, matched_trials
+    from costtune.report.text import compare_notes, compare_runs, matched_trials
 
     full, pruned = load_run(random_full_run.output_dir), load_run(small_run.output_dir)
     matched = matched_trials([full, pruned])
@@ -443,7 +444,7 @@ def test_every_dollar_is_split_by_what_it_bought(small_run) -> None:
     """The "what the dollars bought" panel holds every dollar of the sweep, by stop reason: the
     best trial's dollars up to its best epoch moved the best; a trial that never set a new best
     bought nothing; nothing is an empty bar."""
-    from costtune.htmlreport import BOUGHT_GAIN, BOUGHT_NOTHING, bought
+    from costtune.report.html import BOUGHT_GAIN, BOUGHT_NOTHING, bought
 
     run = load_run(small_run.output_dir)
     split = bought(run.ledger)
@@ -471,7 +472,7 @@ def test_roi_credits_each_trial_with_the_gap_it_closed(small_run) -> None:
 
 
 def test_the_cli_computes_importance_in_a_forked_helper_with_the_same_answer(small_run) -> None:
-    from costtune.htmlreport import ImportanceHelper, importance
+    from costtune.report.html import ImportanceHelper, importance
 
     run = load_run(small_run.output_dir)
     helper = ImportanceHelper()

@@ -18,7 +18,7 @@ import pandas as pd
 import pytest
 import yaml
 
-from costtune.ledger import ledger_digest
+from costtune.core.ledger import ledger_digest
 from costtune.sweep import resume_sweep
 from tests.conftest import SMALL
 
@@ -163,6 +163,18 @@ def test_a_resume_puts_back_rays_state_file_that_the_kill_cut_off(ray_session, t
     assert json.loads(states[-1].read_text())["trial_data"]
 
 
+def _resume_in_a_new_process(run: Path) -> subprocess.CompletedProcess:
+    """``costtune sweep --resume RUN`` as a user types it, in a process of its own."""
+    return subprocess.run(
+        [sys.executable, "-m", "costtune.cli", "sweep", "--resume", str(run), "--no-progress"],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        env={**os.environ, "RAY_AUTH_MODE": "disabled"},
+        timeout=300,
+    )
+
+
 def _digest(run: Path) -> dict[str, str]:
     return {
         str(p.relative_to(run)): hashlib.sha256(p.read_bytes()).hexdigest()
@@ -203,14 +215,7 @@ def test_a_copied_or_moved_run_resumes_into_itself_and_leaves_the_original_untou
     assert _digest(original) == untouched
 
     shutil.move(original, moved)
-    done = subprocess.run(
-        [sys.executable, "-m", "costtune.cli", "sweep", "--resume", str(moved), "--no-progress"],
-        cwd=REPO,
-        capture_output=True,
-        text=True,
-        env={**os.environ, "RAY_AUTH_MODE": "disabled"},
-        timeout=300,
-    )
+    done = _resume_in_a_new_process(moved)
     assert done.returncode == 0, done.stderr[-2000:]
     assert "Traceback" not in done.stdout + done.stderr
     assert not original.exists()  # the old path is not recreated
@@ -260,7 +265,7 @@ def _forget_in_tunes_snapshot(run: Path, trial_id: str) -> None:
     that save to match, or the resume would put the real one back)."""
     from ray import cloudpickle
 
-    from costtune.rundir import keep_ray_state
+    from costtune.core.rundir import keep_ray_state
 
     experiment = run / "ray"
     state_path = sorted(experiment.glob("experiment_state-*.json"))[-1]
@@ -350,7 +355,7 @@ def test_a_resume_refuses_a_config_edited_away_from_the_scheduler_that_ran(small
     from click.testing import CliRunner
 
     from costtune.cli import main
-    from costtune.config import parse_config
+    from costtune.core.config import parse_config
     from costtune.errors import ConfigError
     from costtune.sweep import check_scheduler_state
 
@@ -403,7 +408,7 @@ def test_a_resume_refuses_a_config_edited_away_from_the_searcher_that_ran(small_
     from click.testing import CliRunner
 
     from costtune.cli import main
-    from costtune.config import parse_config
+    from costtune.core.config import parse_config
     from costtune.sweep import check_searcher_record
 
     run = tmp_path / "run"
@@ -492,3 +497,46 @@ def test_a_run_killed_before_its_first_tables_is_refused_when_its_log_was_cut_sh
         )
         assert "the run's last saved state (.ray_state/ledger-mark.json)" in done.output
     assert _digest(run) == before
+
+
+def test_a_run_saved_by_an_earlier_layout_of_the_package_is_refused_in_one_line(small_run, tmp_path) -> None:
+    """Tune pickles the sweep's callbacks and scheduler by module path: a run saved when they
+    lived elsewhere cannot be unpickled, and says so instead of a traceback."""
+    run = tmp_path / "old"
+    shutil.copytree(small_run.output_dir, run, symlinks=True)
+    renamed = 0
+    for pickled in (run / "ray").rglob("*.pkl"):  # the same length: the pickle stays well formed
+        data = pickled.read_bytes()
+        renamed += data.count(b"costtune.ray.")
+        pickled.write_bytes(data.replace(b"costtune.ray.", b"costtune.old."))
+    assert renamed > 0
+    ledger = (run / "ledger.jsonl").read_bytes()
+    done = _resume_in_a_new_process(run)
+    assert done.returncode == 2, done.stderr[-2000:]
+    line = done.stderr.strip()
+    assert "\n" not in line and "Traceback" not in line
+    assert "saved by an earlier costtune (costtune.old no longer exists)" in line
+    assert (run / "ledger.jsonl").read_bytes() == ledger
+
+
+def test_the_scheduler_state_carries_its_version_and_a_newer_one_is_refused(tmp_path) -> None:
+    from costtune.errors import ConfigError
+    from costtune.ray.hyperband import STATE_VERSION, CostAwareHyperBand, read_state
+
+    path = tmp_path / "scheduler_state.json"
+    scheduler = CostAwareHyperBand(metric="loss", mode="min", max_epochs=25, state_path=path)
+    scheduler.policy.on_add("a")
+    scheduler.policy.on_result("a", 5, 0.5, 0.1)
+    scheduler._persist()
+    saved = json.loads(path.read_text())
+    assert saved["version"] == STATE_VERSION
+    assert read_state(path)["policy"]["trials"]
+    del saved["version"]  # written before states carried one: the same shape, read as is
+    path.write_text(json.dumps(saved))
+    assert read_state(path)["policy"] == saved["policy"]
+    for version in (STATE_VERSION + 1, "1", True):
+        path.write_text(json.dumps({**saved, "version": version}))
+        with pytest.raises(
+            ConfigError, match=r"^scheduler_state.json: scheduler state version .* reads versions up to"
+        ):
+            read_state(path)

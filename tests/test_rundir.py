@@ -12,8 +12,8 @@ import yaml
 from click.testing import CliRunner
 
 from costtune.cli import main
+from costtune.core.rundir import claim_existing, claim_new
 from costtune.errors import ConfigError
-from costtune.rundir import claim_existing, claim_new
 
 CONFIG = {
     "name": "rundir",
@@ -111,7 +111,7 @@ def test_a_request_no_node_can_hold_is_named() -> None:
 
 @pytest.mark.ray
 def test_an_impossible_sweep_fails_fast_and_leaves_nothing(ray_session, tmp_path) -> None:
-    from costtune.config import parse_config
+    from costtune.core.config import parse_config
     from costtune.sweep import run_sweep
 
     config = parse_config({**CONFIG, "resources": {"cpus": 100}})
@@ -143,7 +143,7 @@ def _state(experiment: Path, session: str) -> tuple[int, str, int]:
 
 
 def test_a_cut_ray_state_is_put_back_from_its_last_complete_snapshot(tmp_path) -> None:
-    from costtune.rundir import keep_ray_state, repair_ray_state
+    from costtune.core.rundir import keep_ray_state, repair_ray_state
 
     experiment = tmp_path / "ray"
     experiment.mkdir()
@@ -167,7 +167,7 @@ def test_the_snapshot_is_taken_from_the_drivers_staging_folder_not_from_a_copy_i
     into the run, each truncated and rewritten. Read from the run mid-copy, a whole experiment
     state beside an empty searcher state made a snapshot that put back an empty file (CI, stop
     27: Tune failed to restore and restarted the sweep without a search space)."""
-    from costtune.rundir import keep_ray_state, repair_ray_state
+    from costtune.core.rundir import keep_ray_state, repair_ray_state
 
     experiment, staging = tmp_path / "ray", tmp_path / "staging"
     experiment.mkdir()
@@ -189,7 +189,7 @@ def test_a_cut_searcher_state_beside_a_whole_experiment_state_is_repaired_or_ref
     """Tune loads the searcher's state as well as the experiment's: a cut one fails the restore,
     and Tune then starts the sweep again from nothing. Put back from the snapshot; with none,
     the session before it stands in (this one set aside whole); with neither, one line."""
-    from costtune.rundir import keep_ray_state, repair_ray_state
+    from costtune.core.rundir import keep_ray_state, repair_ray_state
 
     experiment = tmp_path / "ray"
     experiment.mkdir()
@@ -235,7 +235,7 @@ def test_a_kill_between_the_files_of_one_save_resumes_from_the_last_whole_save(t
     """Tune writes the experiment state, then the searcher's state and its trial count. A kill
     in between leaves an experiment of 3 trials and a searcher that counts 2 (Tune would create
     one trial too many; or too few the other way round): the last whole save is put back."""
-    from costtune.rundir import keep_ray_state, repair_ray_state
+    from costtune.core.rundir import keep_ray_state, repair_ray_state
 
     experiment = tmp_path / "ray"
     experiment.mkdir()
@@ -249,7 +249,7 @@ def test_a_kill_between_the_files_of_one_save_resumes_from_the_last_whole_save(t
 
 
 def test_a_resumed_session_killed_in_its_first_save_resumes_from_the_session_before(tmp_path) -> None:
-    from costtune.rundir import keep_ray_state, repair_ray_state
+    from costtune.core.rundir import keep_ray_state, repair_ray_state
 
     experiment = tmp_path / "ray"
     experiment.mkdir()
@@ -269,7 +269,7 @@ def test_a_resumed_session_killed_in_its_first_save_resumes_from_the_session_bef
 def test_a_damaged_snapshot_is_not_taken_for_a_missing_one(tmp_path) -> None:
     """A snapshot cut or corrupted (by hand, a full disk) is ignored: the live state, whole, is
     resumed as it is, not set aside for the session before it."""
-    from costtune.rundir import RAY_STATE_COPIES, keep_ray_state, repair_ray_state
+    from costtune.core.rundir import RAY_STATE_COPIES, keep_ray_state, repair_ray_state
 
     experiment = tmp_path / "ray"
     experiment.mkdir()
@@ -290,7 +290,7 @@ def test_a_damaged_snapshot_is_not_taken_for_a_missing_one(tmp_path) -> None:
 
 
 def test_a_run_from_before_snapshots_still_gets_its_cut_state_put_back(tmp_path) -> None:
-    from costtune.rundir import RAY_STATE_COPIES, repair_ray_state
+    from costtune.core.rundir import RAY_STATE_COPIES, repair_ray_state
 
     experiment = tmp_path / "ray"
     experiment.mkdir()
@@ -305,7 +305,7 @@ def test_a_run_from_before_snapshots_still_gets_its_cut_state_put_back(tmp_path)
 
 
 def test_a_cut_ray_state_without_a_copy_falls_back_to_an_older_one_or_is_refused(tmp_path) -> None:
-    from costtune.rundir import repair_ray_state
+    from costtune.core.rundir import repair_ray_state
 
     experiment = tmp_path / "ray"
     experiment.mkdir()

@@ -3,7 +3,7 @@ from __future__ import annotations
 import optuna
 import pytest
 
-from costtune.config import ParamSpec, SearcherConfig
+from costtune.core.config import ParamSpec, SearcherConfig
 from costtune.search import build_search_space, make_searcher
 
 SPACE = {
@@ -145,7 +145,7 @@ def test_each_searcher_tries_the_given_points_first_then_samples(kind) -> None:
 
 
 def _config(**searcher):
-    from costtune.config import parse_config
+    from costtune.core.config import parse_config
 
     return parse_config(
         {
@@ -191,7 +191,7 @@ def test_bad_points_are_named_in_one_line(points, searcher_type, error) -> None:
 
 
 def test_points_fit_any_sampling_searcher_and_not_a_grid() -> None:
-    from costtune.config import parse_config
+    from costtune.core.config import parse_config
     from costtune.errors import ConfigError
 
     assert _config(type="random", points_to_evaluate=POINTS).searcher.points_to_evaluate == POINTS

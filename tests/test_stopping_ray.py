@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from costtune.config import load_config, parse_config
+from costtune.core.config import load_config, parse_config
 from costtune.sweep import run_sweep
 
 pytestmark = pytest.mark.ray

@@ -11,11 +11,11 @@ import yaml
 from click.testing import CliRunner
 
 from costtune.cli import main
-from costtune.config import parse_config
-from costtune.cost import CostModel
+from costtune.core.config import parse_config
+from costtune.core.cost import CostModel
+from costtune.core.ledger import LEDGER_FILE
+from costtune.core.policy import AsyncHyperband, Decision
 from costtune.errors import ConfigError
-from costtune.ledger import LEDGER_FILE
-from costtune.policy import AsyncHyperband, Decision
 from costtune.sweep import run_sweep
 from tests.conftest import SMALL
 
@@ -108,7 +108,7 @@ def test_cli_sweep_end_to_end_prints_the_cost_table(ray_session, tmp_path) -> No
 def test_cost_aware_hyperband_in_a_plain_tuner_maximising(ray_session, tmp_path) -> None:
     from ray import tune
 
-    from costtune.schedulers import CostAwareHyperBand
+    from costtune.ray import CostAwareHyperBand
 
     def trainable(config: dict) -> None:
         for epoch in range(1, 10):
@@ -136,7 +136,7 @@ def test_cost_aware_hyperband_in_a_plain_tuner_maximising(ray_session, tmp_path)
 def test_cost_aware_hyperband_prunes_worse_trials_in_a_plain_tuner(ray_session, tmp_path) -> None:
     from ray import tune
 
-    from costtune.schedulers import CostAwareHyperBand
+    from costtune.ray import CostAwareHyperBand
 
     def trainable(config: dict) -> None:
         for epoch in range(1, 10):
@@ -212,7 +212,7 @@ def test_the_worst_case_priced_from_a_runs_own_epochs_bounds_what_it_metered(sma
     epoch) cover every metered second. Both sides come from the same run, so load on the
     machine cannot move one without the other (a probe calibrated minutes later could)."""
     from costtune.calibrate import calibration_of
-    from costtune.estimate import estimate
+    from costtune.core.estimate import estimate
 
     config = parse_config(SMALL)
     measured = calibration_of(small_run.ledger)

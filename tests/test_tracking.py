@@ -4,7 +4,7 @@ import os
 
 import pytest
 
-from costtune.config import parse_config
+from costtune.core.config import parse_config
 from costtune.sweep import run_sweep
 from tests.conftest import SMALL
 

@@ -24,7 +24,7 @@ from scipy.linalg.lapack import dtrtri as _dtrtri  # type: ignore[import-untyped
 from scipy.special import erfc as _erfc  # type: ignore[import-untyped]
 from scipy.special import erfcx as _erfcx
 
-from costtune.policy.hyperband import nth_longest
+from costtune.core.policy.hyperband import nth_longest
 
 _SQRT_HALF, _INV_SQRT_2PI = math.sqrt(0.5), 1 / math.sqrt(2 * math.pi)
 _SQRT_HALF_PI, _LOG_SQRT_2PI = math.sqrt(0.5 * math.pi), math.log(math.sqrt(2 * math.pi))

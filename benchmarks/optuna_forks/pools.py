@@ -10,8 +10,8 @@ from typing import Any
 from optuna_forks.gp import COST_ATTR, EPOCHS_ATTR, FAST_ASK_FROM, CpuGPSampler
 from optuna_forks.tpe import QuickTPESampler
 
-from costtune.curves import Curve
-from costtune.pool import SamplerPool
+from costtune.core.curves import Curve
+from costtune.search.pool import SamplerPool
 
 #: the gp searcher's random start-up trials (as costtune's: costtune.search.GP_STARTUP_TRIALS)
 GP_STARTUP_TRIALS = 5

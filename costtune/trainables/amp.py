@@ -29,7 +29,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from costtune.config import CHECKPOINTING_MODES
+from costtune.core.config import CHECKPOINTING_MODES
 from costtune.errors import ConfigError
 from costtune.idle import visible_gpu_uuids
 from costtune.trainables.data import load_dataset

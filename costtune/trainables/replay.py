@@ -18,7 +18,7 @@ import tempfile
 import time
 from typing import Any
 
-from costtune.curves import load_curves
+from costtune.core.curves import load_curves
 from costtune.errors import ConfigError
 
 

@@ -8,10 +8,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from costtune.core.policy import MarginalRoiStopping, StoppingRule, StopReason, outlook
+from costtune.core.policy.curve_model import expected_gain, final_losses, pace_multiples
+from costtune.core.policy.outlook import smoothed
 from costtune.errors import ConfigError
-from costtune.policy import MarginalRoiStopping, StoppingRule, StopReason, outlook
-from costtune.policy.curve_model import expected_gain, final_losses, pace_multiples
-from costtune.policy.outlook import smoothed
 
 
 def _power_law(c: float, a: float, alpha: float, epochs: int) -> list[float]:
@@ -118,14 +118,3 @@ def test_expected_rule_needs_rho_and_a_horizon() -> None:
     with pytest.raises(ConfigError, match="stopping.expected"):
         StoppingRule(expected=True, min_relative_roi=0.1)
     assert StopReason.MARGINAL_ROI.value == "marginal_roi"
-
-
-def test_a_stopper_pickled_before_the_curve_model_still_judges() -> None:
-    # an older run resumed: its pickled stopper has no references, its rule no `expected`
-    old = MarginalRoiStopping(StoppingRule(min_relative_roi=0.3, max_epochs=9))
-    state = {k: v for k, v in old.__dict__.items() if k not in ("_references", "_referenced")}
-    revived = MarginalRoiStopping.__new__(MarginalRoiStopping)
-    revived.__setstate__(state)
-    for epoch in range(1, 10):
-        revived.on_result("a", 1 / epoch, epoch, epoch)
-    assert len(revived._references) == 1

@@ -2,8 +2,8 @@ from __future__ import annotations
 
 import math
 
-from costtune.policy.epoch_cost import EpochCostModel
-from costtune.policy.pbt import Mutation
+from costtune.core.policy.epoch_cost import EpochCostModel
+from costtune.core.policy.pbt import Mutation
 
 SPACE = {
     "batch_size": Mutation("logint", 16, 512),

@@ -8,9 +8,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from costtune.core.policy import OutlookRule, OutlookStopping, StopReason, outlook
+from costtune.core.policy.outlook import smoothed
 from costtune.errors import ConfigError
-from costtune.policy import OutlookRule, OutlookStopping, StopReason, outlook
-from costtune.policy.outlook import smoothed
 
 
 def test_outlook_of_a_curve_linear_in_log_epochs_is_its_true_end() -> None:

@@ -6,9 +6,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from costtune.cost import CostModel
-from costtune.ledger import Ledger, LedgerSpec
-from costtune.policy import Member, Mutation, choose_donor, explore, quantiles
+from costtune.core.cost import CostModel
+from costtune.core.ledger import Ledger, LedgerSpec
+from costtune.core.policy import Member, Mutation, choose_donor, explore, quantiles
 
 MUTATIONS = {
     "lr": Mutation("loguniform", 1e-4, 1e-1),

@@ -2,15 +2,13 @@ from __future__ import annotations
 
 import dataclasses
 import math
-import pickle
 
 import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from costtune.errors import ConfigError
-from costtune.policy import (
+from costtune.core.policy import (
     Governor,
     MarginalRoiStopping,
     StoppingRule,
@@ -19,7 +17,8 @@ from costtune.policy import (
     SweepProgress,
     cap_reason,
 )
-from costtune.policy.stopping import epoch_noise
+from costtune.core.policy.stopping import epoch_noise
+from costtune.errors import ConfigError
 
 
 def _run(
@@ -353,18 +352,3 @@ def test_noise_aware_rule_stops_smooth_and_overfitting_curves_as_the_plain_rule(
         aware = _sweep(MarginalRoiStopping(dataclasses.replace(rule, noise_aware=True)), curves, 1.0)
         assert "overfit" in plain
         assert aware == plain
-
-
-def test_noise_aware_rule_resumes_a_curve_saved_before_it_kept_raw_losses() -> None:
-    # a stopper pickled by an older run has curves without the raw losses the noise is read
-    # from: they start filling on the next epoch, and the rule judges as before meanwhile
-    rule = StoppingRule(min_relative_roi=0.3, window_epochs=5, min_epochs=5, noise_aware=True)
-    stopping = MarginalRoiStopping(rule)
-    sweep = _noisy_sweep(0, 0.003)
-    for epoch, loss in enumerate(sweep["fast"][:10], start=1):
-        stopping.on_result("fast", loss, epoch / 2.5, float(epoch))
-    restored = pickle.loads(pickle.dumps(stopping))
-    del restored._curves["fast"].recent  # as a curve saved before the field
-    for epoch, loss in enumerate(sweep["fast"][10:20], start=11):
-        restored.on_result("fast", loss, epoch / 2.5, float(epoch))
-    assert restored._curves["fast"].recent == sweep["fast"][10:20]

@@ -7,8 +7,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from costtune.errors import ConfigError
-from costtune.policy import (
+from costtune.core.policy import (
     Keep,
     PromotionRule,
     Rung,
@@ -18,7 +17,8 @@ from costtune.policy import (
     pareto_fronts,
     rung_epochs,
 )
-from costtune.policy.successive_halving import validate_geometry
+from costtune.core.policy.successive_halving import validate_geometry
+from costtune.errors import ConfigError
 
 
 @pytest.mark.parametrize(

@@ -9,10 +9,10 @@ from types import SimpleNamespace
 import pytest
 from ray.tune.schedulers import TrialScheduler
 
-from costtune.cost import CostModel
-from costtune.ledger import Ledger, LedgerSpec
-from costtune.policy import Governor, ReasonSource, StopReason
-from costtune.schedulers import CostAwareFIFO, CostAwareHyperBand
+from costtune.core.cost import CostModel
+from costtune.core.ledger import Ledger, LedgerSpec
+from costtune.core.policy import Governor, ReasonSource, StopReason
+from costtune.ray import CostAwareFIFO, CostAwareHyperBand
 
 
 def _trial(trial_id: str, gpus: float = 0.0) -> SimpleNamespace:
@@ -93,8 +93,8 @@ def test_gpu_trials_are_billed_per_gpu_at_the_accelerator_price() -> None:
 
 def test_pbt_prices_members_from_the_configured_time_field() -> None:
     """A replayed sweep meters its simulated seconds (cost.time_field), not Tune's wall clock."""
-    from costtune.policy import Mutation
-    from costtune.schedulers.pbt import CostAwarePBT
+    from costtune.core.policy import Mutation
+    from costtune.ray.pbt import CostAwarePBT
 
     pbt = CostAwarePBT(
         {"lr": Mutation("loguniform", 1e-4, 1e-1)},
@@ -363,8 +363,8 @@ def _pbt_sweep(scheduler) -> tuple[list, list]:  # type: ignore[no-untyped-def]
 
 
 def test_pbt_decides_the_same_way_every_time_for_a_seed_and_survives_tunes_pickling() -> None:
-    from costtune.policy import Mutation
-    from costtune.schedulers.pbt import CostAwarePBT
+    from costtune.core.policy import Mutation
+    from costtune.ray.pbt import CostAwarePBT
 
     def build(seed: int) -> CostAwarePBT:
         return CostAwarePBT(

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from ray.tune.stopper import MaximumIterationStopper
 
-from costtune.schedulers.stoppers import EpochLimit
+from costtune.ray.stoppers import EpochLimit
 
 
 def test_a_trial_that_re_ran_an_epoch_still_gets_all_its_epochs() -> None:

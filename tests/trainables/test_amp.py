@@ -75,7 +75,7 @@ def test_activation_checkpointing_same_outputs_fewer_saved_bytes(name, kw) -> No
 
 def test_activation_checkpointing_takes_a_flag_and_names_anything_else() -> None:
     """``bool("false")`` is True: a quoted "false" once turned checkpointing on."""
-    from costtune.config import parse_config
+    from costtune.core.config import parse_config
     from costtune.errors import ConfigError
     from costtune.trainables.amp import Settings
 

@@ -1,0 +1,63 @@
+"""Pure decisions: no Ray, no torch, no clock. Every scheduling choice is a function of numbers."""
+
+from __future__ import annotations
+
+from costtune.core.policy.decisions import Decision, ReasonSource, StopReason, reason_of
+from costtune.core.policy.hyperband import AsyncHyperband, auto_warmup_trials, bracket_weights
+from costtune.core.policy.idle import IdleTracker
+from costtune.core.policy.outlook import OutlookRule, OutlookStopping, outlook
+from costtune.core.policy.pbt import Exploit, Member, Mutation, choose_donor, explore, quantiles
+from costtune.core.policy.ranking import pareto_fronts
+from costtune.core.policy.stopping import (
+    Governor,
+    MarginalRoiStopping,
+    StoppingRule,
+    SweepBudget,
+    SweepProgress,
+    cap_reason,
+    metric_reason,
+)
+from costtune.core.policy.successive_halving import (
+    Keep,
+    PromotionRule,
+    Rung,
+    RungEntry,
+    is_promotable,
+    max_bracket_index,
+    rung_epochs,
+)
+
+__all__ = [
+    "AsyncHyperband",
+    "Decision",
+    "Exploit",
+    "Governor",
+    "IdleTracker",
+    "Keep",
+    "MarginalRoiStopping",
+    "Member",
+    "Mutation",
+    "OutlookRule",
+    "OutlookStopping",
+    "PromotionRule",
+    "ReasonSource",
+    "Rung",
+    "RungEntry",
+    "StopReason",
+    "StoppingRule",
+    "SweepBudget",
+    "SweepProgress",
+    "auto_warmup_trials",
+    "bracket_weights",
+    "cap_reason",
+    "choose_donor",
+    "explore",
+    "is_promotable",
+    "max_bracket_index",
+    "metric_reason",
+    "outlook",
+    "pareto_fronts",
+    "quantiles",
+    "reason_of",
+    "rung_epochs",
+]

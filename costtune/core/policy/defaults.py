@@ -1,0 +1,44 @@
+"""The default decisions, in one place.
+
+``CostAwareHyperBand(metric=..., mode=...)`` in a plain ``tune.Tuner``, ``costtune sweep`` (the
+YAML config and the Python API) and ``costtune replay`` all take their defaults from
+:data:`DEFAULTS`, so the three decide alike on the same events (a test says so).
+
+The default is the rungs alone: one bracket of asynchronous successive halving, a first rung
+at 5 epochs, the best fifth (⌊n/η⌋, at least one) of each rung going on — Optuna's
+``SuccessiveHalvingPruner(min_resource=5, reduction_factor=5)`` decision for decision. Each
+mechanism built on top of it (escalation and the hedge, the warm-up, the look-ahead, the rung
+checks, the relative stopping rule) was dearer than the rungs alone on at least one family of
+curves, significantly, and is no longer a sweep's option; :class:`~costtune.core.policy.AsyncHyperband`
+keeps them, off, for the benchmarks' ablations. The searcher is Optuna's univariate
+TPE: with the same rungs it reached the targets cheaper than random search on LCBench
+(p < 0.01) and was level elsewhere (``benchmarks/RESULTS.md``, "Choosing the default on
+several families").
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Defaults:
+    """What a sweep decides with unless told otherwise (units in the names)."""
+
+    grace_epochs: int = 5  # the first rung: every trial runs this many epochs
+    eta: int = 5  # η: the best 1/η of a rung goes on to η times the epochs
+    brackets: int | None = 1  # one bracket (asynchronous successive halving); None: all that fit
+    keep: str = "floor"  # max(1, ⌊n/η⌋) of a rung go on (Optuna); "ceil": ⌈n/η⌉ (ASHA)
+    promotion: str = "loss"
+    lookahead: int | None = None  # off
+    warmup_trials: int | None = None  # off
+    escalate: bool = False
+    hedge: bool = False
+    hedge_judges: str = "every_bracket"
+    rung_checks: int = 0  # off
+    min_relative_roi: float | None = None  # the relative stopping rule: off
+    noise_aware: bool = True  # how the relative rule reads noisy epochs, once it is on
+    searcher: str = "optuna"  # Optuna's univariate TPE (10 random start-up trials)
+
+
+DEFAULTS = Defaults()
