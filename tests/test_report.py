@@ -140,10 +140,34 @@ def _chromium() -> str:
     return chromium
 
 
-def _render(page: Path, tmp_path: Path, shot_name: str, width: int = 1280) -> dict:
-    """Open ``page`` in headless Chromium: what its script recorded after drawing every panel
-    and hovering the best trial's point (``#selfcheck``), and a screenshot kept in
-    ``test-artifacts/``."""
+#: the narrowest window headless Chromium lays out; a narrower page is drawn in a frame
+NARROWEST_WINDOW = 500
+
+
+def _framed(page: Path, width: int, shot: bool) -> Path:
+    """A page holding ``page`` in a frame ``width`` CSS px wide: what a phone lays out. For the
+    check, the frame's script posts what it recorded here; for the screenshot, the frame is
+    drawn 500/width times larger, so that it fills Chromium's narrowest window."""
+    scale = NARROWEST_WINDOW / width
+    style = f"border:0;width:{width}px;height:7000px;display:block" + (
+        f";transform:scale({scale});transform-origin:0 0" if shot else ""
+    )
+    frame = page.with_name(f"{page.stem}-{width}{'-shot' if shot else ''}.html")
+    frame.write_text(
+        "<!doctype html><html><body style='margin:0;overflow:hidden'>"
+        f"<iframe src='{page.name}{'' if shot else '#selfcheck'}' scrolling='no' style='{style}'></iframe>"
+        "<script>window.addEventListener('message', function(e){ if (e.data && e.data.costtuneRender) "
+        "document.body.setAttribute('data-render', e.data.costtuneRender); });</script></body></html>"
+    )
+    return frame
+
+
+def _render(page: Path, tmp_path: Path, shot_name: str, width: int = 1280, least_bytes: int = 50_000) -> dict:
+    """Open ``page`` in headless Chromium ``width`` CSS px wide: what its script recorded after
+    drawing every panel and hovering the best trial's point (``#selfcheck``), and a screenshot
+    kept in ``test-artifacts/``. Below Chromium's narrowest window the page is drawn in a frame
+    of that width (:func:`_framed`)."""
+    framed = width < NARROWEST_WINDOW
     flags = [
         "--headless",
         "--no-sandbox",
@@ -154,13 +178,11 @@ def _render(page: Path, tmp_path: Path, shot_name: str, width: int = 1280) -> di
         "--no-first-run",
         "--virtual-time-budget=15000",
         f"--user-data-dir={tmp_path / 'profile'}",
-        f"--window-size={width},4400",
+        f"--window-size={max(width, NARROWEST_WINDOW)},4400",
     ]
+    url = _framed(page, width, shot=False).as_uri() if framed else page.as_uri() + "#selfcheck"
     dom = subprocess.run(
-        [_chromium(), *flags, "--dump-dom", page.as_uri() + "#selfcheck"],
-        capture_output=True,
-        text=True,
-        timeout=180,
+        [_chromium(), *flags, "--dump-dom", url], capture_output=True, text=True, timeout=180
     )
     found = re.search(r'data-render="([^"]*)"', dom.stdout)
     assert found, f"the page's script never finished: {dom.stderr[-2000:]}"
@@ -172,14 +194,16 @@ def _render(page: Path, tmp_path: Path, shot_name: str, width: int = 1280) -> di
             *flags,
             "--hide-scrollbars",
             f"--screenshot={shot}",
-            page.as_uri(),
+            _framed(page, width, shot=True).as_uri() if framed else page.as_uri(),
         ],
         capture_output=True,
         timeout=180,
         check=True,
     )
-    assert shot.stat().st_size > 50_000  # a page of plots, not a blank one
-    return json.loads(html.unescape(found.group(1)))
+    assert shot.stat().st_size > least_bytes  # a page of plots, not a blank one
+    render = json.loads(html.unescape(found.group(1)))
+    assert render["width"]["inner"] == width, render["width"]  # laid out at the width asked for
+    return render
 
 
 ARTIFACTS = Path(__file__).resolve().parent.parent / "test-artifacts"
@@ -190,6 +214,7 @@ def test_html_report_renders_every_panel_in_headless_chromium(small_run, tmp_pat
     page.write_text(report_html(build_report(load_run(small_run.output_dir))))
     render = _render(page, tmp_path, "report.png")
     assert render["errors"] == []
+    assert not any(render["overlaps"].values()), render["overlaps"]  # no label over another
     panels = render["panels"]
     assert set(panels) == {"money", "curves", "pareto", "spend", "parallel", "importance", "bought"}
     assert all(points > 0 for points in panels.values()), panels
@@ -240,9 +265,9 @@ def test_the_report_opens_on_what_the_sweep_cost_saved_and_which_weights_to_use(
     """The first screen, as Chromium drew it: the headline card's dollars, saving (and against
     what, in words), time and best metric are the run's; the best-trial card names its trial,
     best epoch and dollars, and a checkpoint directory that exists, with Python that loads it;
-    the best-so-far chart's x-axis ends at the dollars spent, not at the counterfactual's; at
-    the narrowest window headless Chromium draws (asked for 400 px, it lays out 500) the page
-    does not scroll sideways."""
+    the best-so-far chart's x-axis ends at the dollars spent, not at the counterfactual's. At
+    400 px (a phone) the page does not scroll sideways and no chart's labels overlap (their
+    boxes as drawn, pairwise)."""
     from costtune.report.text import duration, usd
 
     run = load_run(small_run.output_dir)
@@ -269,7 +294,10 @@ def test_the_report_opens_on_what_the_sweep_cost_saved_and_which_weights_to_use(
     low, high = render["axes"]["money"]
     assert low == 0 and high == pytest.approx(spent * 1.03)
     assert s["cost_if_all_ran_full_usd"] > high  # the counterfactual runs past the edge
-    assert render["width"]["scroll"] <= render["width"]["inner"], render["width"]
+    assert render["width"]["scroll"] <= render["width"]["inner"] == 400, render["width"]
+    assert set(render["overlaps"]) == set(render["panels"]) and not any(render["overlaps"].values()), render[
+        "overlaps"
+    ]
 
 
 def test_compare_hyperband_with_random_search_without_stopping(small_run, random_full_run) -> None:
@@ -366,6 +394,9 @@ def test_compare_cli_formats_and_html(small_run, random_full_run, tmp_path) -> N
     assert render["errors"] == []
     assert set(render["panels"]) == {"overlay", "dollars", "matched"}
     assert all(points > 0 for points in render["panels"].values()), render["panels"]
+    for narrow in (render, _render(page, tmp_path, "compare-narrow.png", width=400)):
+        assert narrow["errors"] == [] and not any(narrow["overlaps"].values()), narrow["overlaps"]
+        assert narrow["width"]["scroll"] <= narrow["width"]["inner"], narrow["width"]
     text = page.read_text()
     assert "id='matched'" in text and all(Path(d).name in text for d in dirs)
     # the side-by-side rows in words, values as people read them
@@ -504,3 +535,43 @@ def test_a_thousand_trial_report_pages_its_table_and_sorts_it_quickly(tmp_path) 
     assert render["errors"] == []
     assert render["page_rows"] == 50
     assert render["sort_ms"] < 200, render["sort_ms"]
+
+
+def test_the_label_check_sees_an_overlap_and_crowded_ticks_are_thinned_until_none(tmp_path) -> None:
+    """The narrow-screen check itself: two labels drawn at one place are reported; an axis whose
+    21 set labels run into one another at 400 px keeps every other one until none touch."""
+    from costtune.report.html import Panel, page
+
+    crowded = {
+        "tickvals": list(range(21)),
+        "ticktext": [f"label {i:02d}" for i in range(21)],
+        "tickangle": 0,
+        "range": [-2, 22],
+    }
+    panels = [
+        Panel(
+            "clash",
+            "two notes in one place",
+            "",
+            [{"type": "scatter", "x": [0, 1], "y": [0, 1]}],
+            {
+                "annotations": [
+                    {"text": "first note", "x": 0.5, "y": 0.5},
+                    {"text": "second note", "x": 0.5, "y": 0.5},
+                ]
+            },
+        ),
+        Panel(
+            "ticks",
+            "crowded ticks",
+            "",
+            [{"type": "scatter", "x": list(range(21)), "y": [1] * 21}],
+            {"xaxis": crowded, "yaxis": {"showticklabels": False}},
+        ),
+    ]
+    path = tmp_path / "check.html"
+    path.write_text(page("label check", "", panels, [], None))
+    render = _render(path, tmp_path, "label-check.png", width=400, least_bytes=10_000)
+    assert render["errors"] == []
+    assert render["overlaps"]["clash"] == ["first note | second note"]
+    assert render["overlaps"]["ticks"] == []

@@ -75,6 +75,13 @@ class Panel:
     data: list[dict[str, Any]]
     layout: dict[str, Any] = field(default_factory=dict)
     note: str | None = None  # shown instead of the figure when there is nothing to draw
+    #: what changes where the chart is narrower than :data:`NARROW_PX` (a phone): Plotly
+    #: ``relayout`` updates under ``"layout"``, ``restyle`` updates under ``"style"``
+    narrow: dict[str, dict[str, Any]] = field(default_factory=dict)
+
+
+#: a chart narrower than this (CSS px) is laid out for a phone (:attr:`Panel.narrow`)
+NARROW_PX = 560
 
 
 def _num(value: Any) -> float | None:
@@ -118,6 +125,17 @@ def _log_if_wide(values: Iterable[float], decades: float = 1.5) -> str:
     return "linear"
 
 
+def metric_axis(title: str, values: Iterable[float], decades: float = 1.5) -> dict[str, Any]:
+    """An axis for the metric: log where its positive values span ``decades`` decades or more
+    (:func:`_log_if_wide`), then labelled at round values (:func:`_log_tick_values`) as numbers
+    people read, not Plotly's minor digits, which run into one another."""
+    finite = [v for v in values if v is not None and math.isfinite(v)]
+    if _log_if_wide(finite, decades) != "log":
+        return _axis(title)
+    ticks = _log_tick_values(min(finite), max(finite))
+    return _axis(title, type="log", tickvals=ticks, ticktext=[f"{v:g}" for v in ticks])
+
+
 def dollar_tickformat(largest: float) -> str:
     """A d3 tick format for a dollar axis whose largest value is ``largest``: plain decimals a
     person reads ($0.0004, $0.25, $12, $1.2k), never SI's "10µ" or an exponent."""
@@ -130,9 +148,26 @@ def dollar_tickformat(largest: float) -> str:
     return f",.{max(2, 1 - math.floor(math.log10(largest)))}~f"
 
 
-def dollar_axis(title: str, largest: float, **more: Any) -> dict[str, Any]:
-    """A dollar axis (``$`` before each tick, :func:`dollar_tickformat`)."""
+def dollar_axis(title: str, largest: float, smallest: float | None = None, **more: Any) -> dict[str, Any]:
+    """A dollar axis (``$`` before each tick, :func:`dollar_tickformat`). A log axis (``type="log"``
+    and ``smallest`` > 0) is labelled at 1, 2 and 5 times each decade, or each decade where it
+    spans more than two, as dollars: Plotly's own log ticks print every minor tick with the
+    axis's format ($0.00001 five times over)."""
+    if more.get("type") == "log" and smallest is not None and 0 < smallest < largest:
+        values = _log_tick_values(smallest, largest)
+        return _axis(title, tickvals=values, ticktext=[_money_tick(v) for v in values], **more)
     return _axis(title, tickprefix="$", tickformat=dollar_tickformat(largest), **more)
+
+
+def _money_tick(value: float) -> str:
+    """A round dollar amount as short as it reads: $0.00002, $0.5, $3, $20k."""
+    if value >= 1e6:
+        return f"${value / 1e6:g}M"
+    if value >= 1e3:
+        return f"${value / 1e3:g}k"
+    if value >= 1:
+        return f"${value:g}"
+    return f"${value:.{-math.floor(math.log10(value) + 1e-9)}f}"
 
 
 def _layout(x: str, y: str, **more: Any) -> dict[str, Any]:
@@ -220,7 +255,7 @@ def money_panel(ledger: Ledger) -> Panel:
         f"The best {html.escape(metric)} of the sweep against what the whole sweep had spent (every "
         f"epoch of every trial, in the order they ran); a marker where a new best arrived.{beyond}",
         data,
-        _layout("sweep dollars spent", metric, xaxis=xaxis, yaxis=_axis(metric, type=_log_if_wide(ys, 1.0))),
+        _layout("sweep dollars spent", metric, xaxis=xaxis, yaxis=metric_axis(metric, ys, 1.0)),
         None if data else "no trial reported the metric",
     )
 
@@ -311,7 +346,6 @@ def curves_panel(ledger: Ledger, best_id: str | None, elbow: Any = None) -> Pane
                 "hoverinfo": "text",
             }
         )
-    scale = _log_if_wide(values)
     return Panel(
         "curves",
         "Learning curves",
@@ -319,7 +353,7 @@ def curves_panel(ledger: Ledger, best_id: str | None, elbow: Any = None) -> Pane
         "it stopped, coloured by why; the best trial in black with its elbow. Click a legend entry to "
         "hide or show a stop reason.",
         data,
-        _layout("epoch", metric, yaxis=_axis(metric, type=scale)),
+        _layout("epoch", metric, yaxis=metric_axis(metric, values)),
         None if data else "no trial reported an epoch",
     )
 
@@ -383,9 +417,10 @@ def pareto_panel(ledger: Ledger, frame: pd.DataFrame, best_id: str | None) -> Pa
             xaxis=dollar_axis(
                 "trial dollars",
                 float(rows["cost_usd"].max()) if not rows.empty else 0.0,
+                float(rows["cost_usd"].min()) if not rows.empty else None,
                 type=_log_if_wide(rows["cost_usd"].tolist() if not rows.empty else []),
             ),
-            yaxis=_axis(f"best {metric}", type=_log_if_wide(rows[column].tolist() if not rows.empty else [])),
+            yaxis=metric_axis(f"best {metric}", rows[column].tolist() if not rows.empty else []),
         ),
         None if data else "no trial reported the metric",
     )
@@ -434,15 +469,26 @@ def spend_panel(by_reason: Mapping[str, float], by_band: Mapping[str, float]) ->
         "showlegend": False,
         "margin": {"t": 30, "r": 20, "b": 60, "l": 60},
     }
+    # on a phone the two charts stand one above the other
+    stacked = {
+        "xaxis.domain": [0, 1],
+        "yaxis.domain": [0.58, 1],
+        "xaxis2.domain": [0, 1],
+        "xaxis2.anchor": "y2",
+        "yaxis2.domain": [0, 0.38],
+        "yaxis2.title.text": "dollars",
+        "height": 700,
+    }
     return Panel(
         "spend",
         "Where the money went",
-        "Left: dollars of the trials that ended for each reason. Right: dollars spent in each band of "
-        "epochs (the scheduler's rungs): what the early epochs of many trials cost against the late "
-        "epochs of a few.",
+        "Left (on a phone, above): dollars of the trials that ended for each reason. Right (below): "
+        "dollars spent in each band of epochs (the scheduler's rungs): what the early epochs of many "
+        "trials cost against the late epochs of a few.",
         data,
         layout,
         None if any(by_reason.values()) or any(by_band.values()) else "nothing was spent",
+        narrow={"layout": stacked},
     )
 
 
@@ -456,13 +502,19 @@ def _choice_labels(raw: Sequence[Any], spec: Any) -> list[str]:
     return list(dict.fromkeys(_fmt(v) for v in [*listed, *seen]))
 
 
-def _log_ticks(low: float, high: float) -> tuple[list[float], list[str]]:
-    """Ticks of a log10 axis from ``low`` to ``high`` (both > 0), labelled with the values
-    themselves (1e-4 as 0.0001): each decade, and 2 and 5 times it where the span is short."""
+def _log_tick_values(low: float, high: float) -> list[float]:
+    """Round values from ``low`` to ``high`` (both > 0) for a log axis: each decade, and 2 and 5
+    times it where the span is short (``[low, high]`` where no round value lies between)."""
     first, last = math.floor(math.log10(low)), math.ceil(math.log10(high))
     steps = (1, 2, 5) if last - first <= 2 else (1,)
     values = [m * 10.0**d for d in range(first, last + 1) for m in steps]
-    shown = [v for v in values if low / 1.0001 <= v <= high * 1.0001] or [low, high]
+    return [float(f"{v:.1g}") for v in values if low / 1.0001 <= v <= high * 1.0001] or [low, high]
+
+
+def _log_ticks(low: float, high: float) -> tuple[list[float], list[str]]:
+    """Ticks of a log10 axis from ``low`` to ``high`` (both > 0), labelled with the values
+    themselves (1e-4 as 0.0001): :func:`_log_tick_values` at their logarithms."""
+    shown = _log_tick_values(low, high)
     return [math.log10(v) for v in shown], [f"{v:.10g}" if v >= 1e-4 else f"{v:.0e}" for v in shown]
 
 
@@ -512,6 +564,8 @@ def parallel_panel(ledger: Ledger, search_space: Mapping[str, Any]) -> Panel:
         ran = [r.epochs for r in records]
         dimensions.append({"label": "epochs run", "values": ran})
         dimensions.append({"label": f"best {metric}", "values": scores})
+    longest = max((len(d["label"]) for d in dimensions), default=0)
+    if dimensions and len(records) >= 2:
         ordered = sorted(scores)
         low = ordered[int(0.05 * (len(ordered) - 1))]
         high = ordered[int(0.95 * (len(ordered) - 1))]
@@ -520,7 +574,7 @@ def parallel_panel(ledger: Ledger, search_space: Mapping[str, Any]) -> Panel:
                 "type": "parcoords",
                 "dimensions": dimensions,
                 "ids": [r.trial_id for r in records],
-                "labelangle": -20,
+                "labelangle": -30,
                 "labelside": "top",
                 "line": {
                     "color": scores,
@@ -542,8 +596,19 @@ def parallel_panel(ledger: Ledger, search_space: Mapping[str, Any]) -> Panel:
         "better, on its 5th to 95th percentile. Drag along an axis to keep a range: the trial table "
         "below keeps those trials.",
         data,
-        {"margin": {"t": 80, "r": 60, "b": 30, "l": 60}},
+        {"margin": {"t": max(80, 40 + 4 * longest), "r": 60, "b": 30, "l": 60}},
         None if data else "needs two trials with hyperparameters and a metric",
+        # on a phone the colour bar would sit on the last axis (which shows the same scale),
+        # and labels side by side would run into one another: they stand upright
+        narrow={
+            "style": {"line.showscale": False, "labelangle": -90},
+            "layout": {
+                "margin.r": 30,
+                "margin.l": 40,
+                "margin.t": 40 + 7 * longest,
+                "height": 400 + 7 * longest,
+            },
+        },
     )
 
 
@@ -835,7 +900,58 @@ _JS = """
 (function(){
   var status = {panels:{}, errors:[], hover:{}};
   window.addEventListener('error', function(e){ status.errors.push(String(e.message)); save(); });
-  function save(){ document.body.setAttribute('data-render', JSON.stringify(status)); }
+  function save(){
+    var text = JSON.stringify(status);
+    document.body.setAttribute('data-render', text);
+    if (window.parent !== window) {  // a page framed at a set width (the narrow-screen check)
+      try { window.parent.postMessage({costtuneRender: text}, '*'); } catch (e) {}
+    }
+  }
+  // fewer tick labels on an axis whose labels run into one another (a narrow screen): every
+  // other one of a set list, else half as many of Plotly's own; up to four times
+  function fitTicks(gd){
+    for (var round = 0; round < 4; round++) {
+      var update = {};
+      Object.keys(gd.layout || {}).forEach(function(name){
+        var m = /^([xy])axis(\\d*)$/.exec(name);
+        if (!m) return;
+        var labels = gd.querySelectorAll('g.' + m[1] + m[2] + 'tick text');
+        if (overlapping(gd, labels).length === 0) return;
+        var axis = gd.layout[name];
+        var even = function(v, i){ return i % 2 === 0; };
+        if (axis.tickvals && axis.tickvals.length > 2) {
+          update[name + '.tickvals'] = axis.tickvals.filter(even);
+          if (axis.ticktext) update[name + '.ticktext'] = axis.ticktext.filter(even);
+        } else if (!axis.tickvals) {
+          update[name + '.nticks'] = Math.max(2, Math.floor(labels.length / 2));
+        }
+      });
+      if (!Object.keys(update).length) return;
+      Plotly.relayout(gd, update);
+    }
+  }
+  // the labels of a chart that overlap one another: text boxes as drawn, pairwise (#selfcheck)
+  function overlapping(gd, elements){
+    var boxes = [], seen = {}, hits = [];
+    (elements || gd.querySelectorAll('svg text')).forEach(function(el){
+      var text = (el.textContent || '').trim();
+      if (!text || el.closest('.hoverlayer')) return;
+      var style = getComputedStyle(el);
+      if (style.display === 'none' || style.visibility === 'hidden' || style.opacity === '0') return;
+      var r = el.getBoundingClientRect();
+      if (r.width < 1 || r.height < 1) return;
+      var key = text + '@' + Math.round(r.left) + ',' + Math.round(r.top);
+      if (seen[key]) return;  // one label drawn twice in place (an outline under its text)
+      seen[key] = true; boxes.push({text: text, r: r});
+    });
+    for (var i = 0; i < boxes.length; i++) for (var j = i + 1; j < boxes.length; j++) {
+      var a = boxes[i].r, b = boxes[j].r;
+      var w = Math.min(a.right, b.right) - Math.max(a.left, b.left);
+      var h = Math.min(a.bottom, b.bottom) - Math.max(a.top, b.top);
+      if (w > 1 && h > 1) hits.push(boxes[i].text + ' | ' + boxes[j].text);
+    }
+    return hits;
+  }
   function points(trace){
     if (trace.type === 'parcoords')
       return trace.dimensions && trace.dimensions.length ? trace.dimensions[0].values.length : 0;
@@ -861,11 +977,25 @@ _JS = """
   PANELS.forEach(function(p){
     try {
       Plotly.newPlot(p.id, p.data, p.layout, {responsive:true, displaylogo:false});
+      var gd0 = document.getElementById(p.id);
+      if (gd0.clientWidth < NARROW && p.narrow) {  // a phone: the panel's own narrow layout
+        if (p.narrow.style) Plotly.restyle(gd0, p.narrow.style);
+        if (p.narrow.layout && p.narrow.layout.height) gd0.style.height = p.narrow.layout.height + 'px';
+        if (p.narrow.layout) Plotly.relayout(gd0, p.narrow.layout);
+      }
+      fitTicks(gd0);
       status.panels[p.id] = p.data.reduce(function(n, t){ return n + points(t); }, 0);
       var gd = document.getElementById(p.id);
       if (gd.layout && gd.layout.xaxis && gd.layout.xaxis.range) status.axes[p.id] = gd.layout.xaxis.range;
     } catch (e) { status.errors.push(p.id + ': ' + e.message); banner(p.id, e.message); }
   });
+  if (location.hash === '#selfcheck') {
+    status.overlaps = {};
+    PANELS.forEach(function(p){
+      var gd = document.getElementById(p.id);
+      if (gd) status.overlaps[p.id] = overlapping(gd);
+    });
+  }
   // the rendered hover label of the best trial's point, in panels that have one (#selfcheck)
   if (location.hash === '#selfcheck' && BEST) {
     PANELS.forEach(function(p){
@@ -1014,6 +1144,7 @@ _JS = """
       st.query = input.value.toLowerCase(); st.page = 0; st.render();
     });
   });
+  status.width = {scroll: document.documentElement.scrollWidth, inner: window.innerWidth};
   save();
 })();
 """
@@ -1055,14 +1186,17 @@ def page(
             f"<section class='panel'><h2>{html.escape(p.title)}</h2>"
             f"<p class='caption'>{p.caption}</p>{body}</section>"
         )
-    drawn = [{"id": p.id, "data": p.data, "layout": p.layout} for p in panels if not p.note]
+    drawn = [
+        {"id": p.id, "data": p.data, "layout": p.layout, "narrow": p.narrow} for p in panels if not p.note
+    ]
     return (
         "<!doctype html><html lang='en'><head><meta charset='utf-8'>"
         "<meta name='viewport' content='width=device-width, initial-scale=1'>"
         f"<title>{html.escape(title)}</title><style>{_CSS}</style>"
         f"<script>{get_plotlyjs()}</script></head><body>"
         f"<h1>{html.escape(title)}</h1>{cards}{intro}{''.join(sections)}{''.join(tables)}"
-        f"<script>var PANELS = {_json(drawn)}; var BEST = {_json(best)};{_JS}</script></body></html>"
+        f"<script>var PANELS = {_json(drawn)}; var BEST = {_json(best)}; var NARROW = {NARROW_PX};"
+        f"{_JS}</script></body></html>"
     )
 
 
@@ -1104,7 +1238,7 @@ def compare_money_panel(runs: Sequence[Any]) -> Panel:
         f"Each run's best {html.escape(metric)} against what it had spent (every epoch of every trial, "
         "in the order they ran); a marker where a new best arrived; the line ends at the run's total.",
         data,
-        _layout("dollars spent", metric, yaxis=_axis(metric, type=_log_if_wide(values))),
+        _layout("dollars spent", metric, yaxis=metric_axis(metric, values)),
         None if data else "no run reported the metric",
     )
 
