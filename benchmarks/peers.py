@@ -8,8 +8,8 @@ peer how it ended. Ties on the clock break in the order jobs started, so a run i
 every time. The trace holds (cumulative $, val CE, clock s) of every epoch in the order the
 epochs finished, until the budget is spent:
 
-- ``optuna-*``: Optuna's TPESampler (default settings) with a pruner (see
-  ``OPTUNA_PRUNERS`` in lcbench.py), ``study.ask`` / ``trial.report`` / ``trial.should_prune``
+- ``optuna-*``: Optuna's TPESampler (default settings) with a pruner (the caller's
+  ``optuna_pruner``), ``study.ask`` / ``trial.report`` / ``trial.should_prune``
   / ``study.tell`` — what ``study.optimize`` does inside, one trial per worker;
 - ``dehb``: DEHB (Awad et al. 2021), the ``dehb`` package's ask/tell, min/max fidelity 5/52
   epochs, η = 3 (its default). DEHB evaluates a configuration at a fidelity from scratch, so
@@ -45,9 +45,9 @@ PEER_SETTINGS = {
 
 Trace = list[tuple[float, float, float]]  # (cumulative $, val CE, clock s) of every epoch run
 Evaluate = Callable[[dict[str, Any]], Curve]  # a configuration → its full curve
-#: the epochs of a full run: 52 (LCBench), more with lcbench.py --stretch (it sets this)
+#: the epochs of a full run: 52 (LCBench); a caller replaying longer curves sets it
 MAX_EPOCHS = 52
-#: hyperparameters unused_0… (uniform in [0, 1]) no curve depends on: lcbench.py --unused sets it
+#: hyperparameters unused_0… (uniform in [0, 1]) no curve depends on; a caller sets it
 UNUSED = 0
 
 

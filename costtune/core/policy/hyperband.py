@@ -446,7 +446,7 @@ class AsyncHyperband:
         epochs of the ``weak_rank_fit``-th (else ``misrank_min``-th) longest of the ended trials
         (BOHB's model on the largest budget with enough observations: the losses the first rung
         stopped trials at no longer shape the model once that many ran longer); else ``None``
-        (every trial). Read by the benchmarks' searchers (``benchmarks/lcbench.py``); the product's
+        (every trial). Read by the benchmarks' searchers (``benchmarks/slow_starters.py``); the product's
         searchers, Optuna's own samplers, learn from every trial."""
         if self.switched:
             return self.max_epochs
