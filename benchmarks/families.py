@@ -48,11 +48,14 @@ import numpy as np
 import pandas as pd
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from lab.replay import lab_policy, lab_replay, split
 
 from costtune.core.curves import Curve, curves_from_frame, read_table
 from costtune.core.policy import Decision, StopReason
 from costtune.core.simulate import Simulation, simulate
-from costtune.replay import ReplaySettings, replay_pool
+from costtune.replay import ReplaySettings
 
 HERE = Path(__file__).resolve().parent
 LCBENCH_DIR = HERE.parent.parent / "shared" / "benchmarks" / "yahpo_lcbench"
@@ -311,14 +314,13 @@ def run_method(method: str, table: Sequence[Curve], searcher: str, seed: int) ->
         sys.path.insert(0, str(HERE))
         from optuna_forks.pools import GpPool
 
-        from costtune.replay import policy_of
-
-        settings = ReplaySettings(seed=seed, price=PRICE, **spec)
+        fields, lab = split(spec)
+        settings = ReplaySettings(seed=seed, price=PRICE, **fields)
         if peer is not None or settings.stopping != "none":
             raise ValueError(f"--searcher gp-fork replays the rungs alone, not {method}")
         longest = max(c.epochs for c in table)
         fork = GpPool(table, seed=seed)
-        policy = policy_of(settings, longest, len(table))
+        policy = lab_policy(settings, lab, longest, len(table))
         fork.policy = policy
         return simulate(
             [],
@@ -329,8 +331,7 @@ def run_method(method: str, table: Sequence[Curve], searcher: str, seed: int) ->
             on_trial_end=fork.tell,
         )
     if peer is None:
-        settings = ReplaySettings(searcher=searcher, seed=seed, price=PRICE, **spec)
-        return replay_pool(table, settings).simulation
+        return lab_replay(table, {"searcher": searcher, "seed": seed, "price": PRICE, **spec}).simulation
     from costtune.search.pool import OrderedPool, SamplerPool
 
     longest = max(c.epochs for c in table)

@@ -43,6 +43,8 @@ from costtune.ray import CostAwareHyperBand
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+from lab.hyperband import LabHyperband
+
 #: the space the searchers' asks are timed over: mixed types, as a sweep's
 SPACE = {
     "batch_size": optuna.distributions.IntDistribution(16, 512, log=True),
@@ -217,7 +219,7 @@ def lookahead_latency(trials: int, lookahead: int | None, epochs: int = 52) -> t
     after another (one worker: the rungs fill to ``trials`` entries, the look-ahead's worst
     case), each until it is stopped. Curves: loss = final + 1/√epoch, finals random."""
     rng = random.Random(0)
-    policy = AsyncHyperband(max_epochs=epochs, grace_epochs=5, eta=5, keep="floor", lookahead=lookahead)
+    policy = LabHyperband(max_epochs=epochs, grace_epochs=5, eta=5, keep="floor", lookahead=lookahead)
     stopper = MarginalRoiStopping(StoppingRule(min_relative_roi=0.3, spare_best=True, max_epochs=epochs))
     took: list[float] = []
     for i in range(trials):

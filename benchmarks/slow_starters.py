@@ -48,20 +48,19 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from lab.hyperband import MISRANK_MIN, auto_warmup_trials
+from lab.hyperband import LabHyperband as AsyncHyperband
 from optuna_forks.pools import MODEL_CHECK_DEFAULT, GpPool, TpePool
 from paired import geo_mean, sign_test
 
 from costtune.core.analysis import MOVED_SHARE
 from costtune.core.curves import Curve
 from costtune.core.policy import (
-    AsyncHyperband,
     Decision,
     MarginalRoiStopping,
     StoppingRule,
-    auto_warmup_trials,
 )
 from costtune.core.policy.defaults import DEFAULTS
-from costtune.core.policy.hyperband import MISRANK_MIN
 from costtune.core.simulate import simulate
 from costtune.search.pool import SamplerPool
 
@@ -374,7 +373,7 @@ def replay(curves: list[Curve], setting: str, seed: int, target: float | None = 
         escalate = setting != "--no-escalate"
         warmup = None if setting == "--warmup-trials 0" else auto_warmup_trials(5, len(curves))
         stall = 0.02 if setting == "default + stall 2%" else 0.0
-        checks = 5 if setting == "default + rung checks" else DEFAULTS.rung_checks
+        checks = 5 if setting == "default + rung checks" else 0
         policy = (NoStall if setting == "misrank only" else AsyncHyperband)(
             EPOCHS,
             5,
@@ -387,10 +386,7 @@ def replay(curves: list[Curve], setting: str, seed: int, target: float | None = 
             escalate,
             stall,
             rung_checks=checks,
-            # the default's hedge; the prototypes bring their own, --no-escalate has nothing to hedge
-            hedge=DEFAULTS.hedge
-            and escalate
-            and setting not in ("--no-hedge", "hedge prototype", "hedge prototype no switch"),
+            hedge=False,  # off, as in costtune's default; the prototypes bring their own
             # "stall only": the brackets open on a stall alone, not on a reversed first rung
             misrank_min=None if setting == "stall only" else MISRANK_MIN,
             # scheduler.hedge_judges: every_bracket (the default since stop 42): every later

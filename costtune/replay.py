@@ -20,7 +20,6 @@ from costtune.core.policy import (
     OutlookRule,
     OutlookStopping,
     StoppingRule,
-    auto_warmup_trials,
 )
 from costtune.core.policy.defaults import DEFAULTS
 from costtune.core.simulate import Simulation, simulate
@@ -30,21 +29,13 @@ from costtune.core.simulate import Simulation, simulate
 class ReplaySettings:
     """A replay's settings. ``costtune replay`` sets the rungs (``--grace-epochs`` is
     ``grace_epochs``, and so on), the searcher, the seed, the budget, the workers and the
-    price; the others, at their defaults, are the mechanisms the benchmarks ablate against
-    the rungs alone (``benchmarks/families.py``), which no sweep sets."""
+    price; the stopping rules, at their defaults, are ones the benchmarks ablate against the
+    rungs alone (``benchmarks/families.py``), which no sweep sets."""
 
     scheduler: str = "hyperband"  # hyperband | fifo
     grace_epochs: int = DEFAULTS.grace_epochs
     eta: int = DEFAULTS.eta
     brackets: int | None = DEFAULTS.brackets
-    promotion: str = DEFAULTS.promotion
-    keep: str = DEFAULTS.keep
-    lookahead: int = DEFAULTS.lookahead or 0  # 0: off
-    warmup_trials: int | str | None = DEFAULTS.warmup_trials  # "auto", a count, or None / 0: off
-    escalate: bool = DEFAULTS.escalate
-    hedge: bool = DEFAULTS.hedge
-    hedge_judges: str = DEFAULTS.hedge_judges
-    rung_checks: int = DEFAULTS.rung_checks
     searcher: str = "order"  # order | random | tpe | gp
     seed: int = 0
     stopping: str = "none" if DEFAULTS.min_relative_roi is None else "relative"
@@ -67,43 +58,26 @@ class Replay:
     policy: AsyncHyperband | None
     settings: ReplaySettings
     longest: int
-    warmup: int | None = None
     extra: dict[str, Any] = field(default_factory=dict)
 
 
-def policy_of(s: ReplaySettings, max_epochs: int, configurations: int) -> AsyncHyperband | None:
-    """The replay's scheduler (``None`` with ``scheduler: fifo``) over ``configurations``
-    recorded curves of up to ``max_epochs`` epochs."""
+def policy_of(s: ReplaySettings, max_epochs: int) -> AsyncHyperband | None:
+    """The replay's scheduler (``None`` with ``scheduler: fifo``) over recorded curves of up
+    to ``max_epochs`` epochs."""
     if s.scheduler != "hyperband":
         return None
-    warmup = (
-        auto_warmup_trials(s.eta, configurations)
-        if s.warmup_trials == "auto"
-        else int(s.warmup_trials or 0) or None
-    )
-    return AsyncHyperband(
-        max_epochs,
-        s.grace_epochs,
-        s.eta,
-        s.brackets,
-        s.promotion,
-        s.keep,
-        s.lookahead or None,
-        warmup,
-        s.escalate,
-        rung_checks=s.rung_checks,
-        hedge=s.hedge and s.escalate,
-        judge_every_bracket=s.hedge_judges == "every_bracket",
-    )
+    return AsyncHyperband(max_epochs, s.grace_epochs, s.eta, s.brackets)
 
 
-def replay_pool(table: Sequence[Curve], s: ReplaySettings) -> Replay:
-    """Replay ``table`` under ``s`` (raises :class:`ConfigError` in one line on a bad combination)."""
+def replay_pool(table: Sequence[Curve], s: ReplaySettings, policy: AsyncHyperband | None = None) -> Replay:
+    """Replay ``table`` under ``s`` (raises :class:`ConfigError` in one line on a bad combination).
+    ``policy``: a scheduler of the caller's instead of the one ``s`` names (the benchmarks'
+    variants of :class:`~costtune.core.policy.AsyncHyperband`)."""
     from costtune.search.pool import OrderedPool, SamplerPool
 
     longest = max(c.epochs for c in table)
-    policy = policy_of(s, longest, len(table))
-    warmup = policy.warmup_trials if policy is not None else None
+    if policy is None:
+        policy = policy_of(s, longest)
     pool: Any = (
         SamplerPool(table, s.searcher, seed=s.seed)
         if s.searcher in ("tpe", "gp")
@@ -135,4 +109,4 @@ def replay_pool(table: Sequence[Curve], s: ReplaySettings) -> Replay:
         next_curve=pool.ask,
         on_trial_end=pool.tell,
     )
-    return Replay(simulation, policy, s, longest, warmup)
+    return Replay(simulation, policy, s, longest)

@@ -75,7 +75,7 @@ def test_plain_ray_sweep_and_replay_decide_alike_by_default() -> None:
     )
     swept = hyperband_of(config)  # what costtune sweep builds from a config that sets nothing
     swept.set_search_properties("loss", "min")  # as Tune does from TuneConfig
-    replayed = policy_of(ReplaySettings(), EPOCHS, 60)  # what costtune replay builds
+    replayed = policy_of(ReplaySettings(), EPOCHS)  # what costtune replay builds
     assert replayed is not None
 
     def on_result(i: int, epoch: int, loss: float) -> str:

@@ -51,28 +51,6 @@ def test_expected_promotions_of_a_random_order_rung() -> None:
     assert expected_promotions(7, 3) == pytest.approx(1 + 1 / 2 + 1 / 3 + 1 / 4 + 1 / 5 + 2 / 6 + 2 / 7)
 
 
-def test_expected_promotions_with_a_warmup_match_the_policy_on_random_orders() -> None:
-    """The estimate's warmed-up first rung against the policy itself: 30 arrivals in random
-    order at a rung with η 3 and warmup_trials 6, promotions averaged over 2,000 orders."""
-    import random
-
-    from costtune.core.policy import AsyncHyperband, Decision
-
-    rng = random.Random(7)
-    promoted = 0
-    for _ in range(2000):
-        policy = AsyncHyperband(max_epochs=9, grace_epochs=1, eta=3, warmup_trials=6)
-        losses = list(range(30))
-        rng.shuffle(losses)
-        for i, loss in enumerate(losses):
-            promoted += policy.on_result(f"t{i}", 1, float(loss), 1.0) is Decision.CONTINUE
-    # the first five promote nobody: Σ_{k=6}^{30} max(1, ⌊k/3⌋)/k
-    expected = sum(max(1, k // 3) / k for k in range(6, 31))
-    assert expected_promotions(30, 3, warmup=6) == pytest.approx(expected)
-    assert promoted / 2000 == pytest.approx(expected, rel=0.03)
-    assert expected_promotions(30, 3, warmup=6) < expected_promotions(30, 3)
-
-
 def test_the_estimate_follows_the_rungs() -> None:
     """The default rungs (grace 5, η 5, one bracket, keep floor) expect fewer epochs than a
     second bracket would, and the assumptions name the rungs."""

@@ -16,6 +16,7 @@ import optuna._gp.acqf as _acqf
 import optuna._gp.gp as _gp
 import optuna._gp.prior as _prior
 import torch
+from lab.hyperband import nth_longest
 from optuna.samplers._gp import sampler as _gp_module
 from optuna.trial import TrialState
 from optuna_forks.tpe import QuickTPESampler
@@ -23,8 +24,6 @@ from scipy.linalg import solve_triangular as _solve_triangular  # type: ignore[i
 from scipy.linalg.lapack import dtrtri as _dtrtri  # type: ignore[import-untyped]
 from scipy.special import erfc as _erfc  # type: ignore[import-untyped]
 from scipy.special import erfcx as _erfcx
-
-from costtune.core.policy.hyperband import nth_longest
 
 _SQRT_HALF, _INV_SQRT_2PI = math.sqrt(0.5), 1 / math.sqrt(2 * math.pi)
 _SQRT_HALF_PI, _LOG_SQRT_2PI = math.sqrt(0.5 * math.pi), math.log(math.sqrt(2 * math.pi))

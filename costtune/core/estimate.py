@@ -54,12 +54,9 @@ class Estimate:
         return asdict(self)
 
 
-def expected_promotions(
-    arrivals: float, eta: int, keep: Keep = Keep.FLOOR, warmup: int | None = None
-) -> float:
+def expected_promotions(arrivals: float, eta: int, keep: Keep = Keep.FLOOR) -> float:
     """Σ_{k=1}^{n} c(k)/k: trials an asynchronous rung promotes out of n random-order arrivals,
-    c(k) = ⌈k/η⌉ (``keep=ceil``) or max(1, ⌊k/η⌋) (``keep=floor``), and c(k) = 0 for the
-    first ``warmup`` − 1 arrivals of a warmed-up rung.
+    c(k) = ⌈k/η⌉ (``keep=ceil``) or max(1, ⌊k/η⌋) (``keep=floor``).
 
     Fractional ``arrivals`` (an expectation from the rung below) interpolate linearly.
     """
@@ -67,7 +64,7 @@ def expected_promotions(
         return 0.0
 
     def share(k: int) -> float:
-        return 0.0 if warmup is not None and k < warmup else promoted_count(k, eta, keep) / k
+        return promoted_count(k, eta, keep) / k
 
     whole = math.floor(arrivals)
     total = sum(share(k) for k in range(1, whole + 1))
@@ -84,18 +81,10 @@ def expected_epochs_hyperband(
     eta: int,
     brackets: int | None,
     keep: Keep = Keep.FLOOR,
-    warmup: int | None = None,
-    warm_brackets: int | None = None,
-    hedge: bool = False,
 ) -> float:
-    """Expected epochs of an asynchronous Hyperband sweep (see the module docstring); each
-    bracket's first rung warmed up over ``warmup`` trials (``scheduler.warmup_trials``), or only
-    the first ``warm_brackets`` brackets' (an escalating sweep warms up bracket 0 alone). With
-    ``hedge`` and every bracket open, Hyperband's bracket without rungs (full runs) is one more."""
+    """Expected epochs of an asynchronous Hyperband sweep (see the module docstring)."""
     most = max_bracket_index(grace_epochs, eta, max_epochs) + 1
     ladders = [rung_epochs(grace_epochs, eta, max_epochs, b) for b in range(brackets or most)]
-    if hedge and brackets is None and ladders[-1]:
-        ladders.append([])
     weights = bracket_weights(len(ladders), eta)
     total = 0.0
     for b, weight in enumerate(weights):
@@ -106,8 +95,7 @@ def expected_epochs_hyperband(
             total += arrivals * (epochs - done)
             done = epochs
             if i < len(ladder) - 1:
-                warm = i == 0 and (warm_brackets is None or b < warm_brackets)
-                arrivals = expected_promotions(arrivals, eta, keep, warmup if warm else None)
+                arrivals = expected_promotions(arrivals, eta, keep)
     return total
 
 

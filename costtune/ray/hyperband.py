@@ -52,28 +52,6 @@ class CostAwareHyperBand(GovernedMixin, FIFOScheduler):
         promotion: ``loss`` (default), ``cost_share`` or ``pareto``.
         keep: ``floor`` (default: max(1, ⌊n/η⌋) of a rung go on, as Optuna's pruners)
             or ``ceil`` (⌈n/η⌉, as ASHA).
-        lookahead: m: between rungs, stop a trial at least as bad as m trials that reached
-            its next rung and were, at the same epoch, behind every trial in that rung's
-            cut (:class:`~costtune.core.policy.AsyncHyperband`); ``None``: off.
-        warmup_trials: w: the first rung promotes nobody until it holds w trials; ``None``
-            (default here: the scheduler does not know how many trials will come): off.
-            A costtune sweep sets it from ``scheduler.warmup_trials`` (``auto``: 2η, at most
-            a tenth of ``num_samples``).
-        escalate: when the sweep stalls, or the trials the first rung kept reverse their order
-            at the second, every bracket that fits opens
-            (:class:`~costtune.core.policy.AsyncHyperband`); default ``False``: ``brackets`` stay
-            as set.
-        rung_checks: the first rung checks itself with up to this many probes (a trial it
-            prunes while still falling fast runs on); one that shows the rung wrong opens every
-            bracket (:class:`~costtune.core.policy.AsyncHyperband`); default 0: off.
-        hedge: (with ``escalate``) Hyperband's bracket without rungs opens with the others on a
-            stall; a later bracket's trial is not stopped by the sweep's stopping rule before its
-            first rung (never, in that bracket), and once one of its trials that the first rung
-            would have pruned is the sweep's best every new trial goes there
-            (:class:`~costtune.core.policy.AsyncHyperband`); default ``False``.
-        judge_every_bracket: (with ``hedge``) every later bracket's trials, not only the full
-            runs, test the first rung for that switch; default ``True`` (a sweep's
-            ``scheduler.hedge_judges: every_bracket``); ``False``: the full runs alone.
         cost_model: prices; default A100 at $2.50 per GPU-hour, CPU per core-hour.
         time_attr: result field that counts epochs (default ``training_iteration``).
         seconds_field: result field of metered seconds (default ``time_total_s``;
@@ -98,12 +76,6 @@ class CostAwareHyperBand(GovernedMixin, FIFOScheduler):
         brackets: int | None = DEFAULTS.brackets,
         promotion: PromotionRule | str = DEFAULTS.promotion,
         keep: str = DEFAULTS.keep,
-        lookahead: int | None = DEFAULTS.lookahead,
-        warmup_trials: int | None = DEFAULTS.warmup_trials,
-        escalate: bool = DEFAULTS.escalate,
-        rung_checks: int = DEFAULTS.rung_checks,
-        hedge: bool = DEFAULTS.hedge,
-        judge_every_bracket: bool = DEFAULTS.hedge_judges == "every_bracket",
         cost_model: CostModel | None = None,
         time_attr: str = "training_iteration",
         seconds_field: str = "time_total_s",
@@ -119,20 +91,7 @@ class CostAwareHyperBand(GovernedMixin, FIFOScheduler):
             raise ConfigError(f"mode: must be 'min' or 'max', got {mode!r}")
         self._metric = metric
         self._mode = mode
-        self._policy = AsyncHyperband(
-            max_epochs,
-            grace_epochs,
-            eta,
-            brackets,
-            promotion,
-            keep,
-            lookahead,
-            warmup_trials,
-            escalate,
-            rung_checks=rung_checks,
-            hedge=hedge,
-            judge_every_bracket=judge_every_bracket,
-        )
+        self._policy = AsyncHyperband(max_epochs, grace_epochs, eta, brackets, promotion, keep)
         self.cost_model = cost_model or CostModel()
         self.time_attr = time_attr
         self.seconds_field = seconds_field
@@ -165,9 +124,6 @@ class CostAwareHyperBand(GovernedMixin, FIFOScheduler):
         if not self._metric or self._mode not in ("min", "max"):
             raise ConfigError("CostAwareHyperBand: metric and mode must be set (here or in TuneConfig)")
         self.policy.on_add(trial.trial_id)
-        waits = self.policy.stopper_waits_until(trial.trial_id)
-        if waits and self.governor is not None:  # the stopper Tune calls reads it there
-            self.governor.stopper_waits[trial.trial_id] = waits
 
     def on_trial_result(self, tune_controller: Any, trial: Trial, result: dict) -> str:
         if self._metric not in result or self.time_attr not in result:
@@ -206,10 +162,7 @@ class CostAwareHyperBand(GovernedMixin, FIFOScheduler):
 
     def debug_string(self) -> str:
         stopped = sum(1 for t in self.policy.trials.values() if t.stop_reason is StopReason.RUNG_PRUNED)
-        opened = getattr(self.policy, "opened_by", None)
-        return f"CostAwareHyperBand: {len(self.policy.trials)} trials, {stopped} pruned at rungs" + (
-            f"; every bracket open ({opened})" if opened else ""
-        )
+        return f"CostAwareHyperBand: {len(self.policy.trials)} trials, {stopped} pruned at rungs"
 
     def _persist(self) -> None:
         if self.state_path is None or self.policy.version == self._saved_version:

@@ -128,9 +128,6 @@ class CostStopper(Stopper):
         if reason is None and self.stopping is not None:
             usd = charged * self.governor.rate(trial_id)
             reason = self.stopping.on_result(trial_id, loss, charged * devices / 3600, usd)
-            # a later bracket's trial before its first rung (scheduler.hedge): the rungs judge it
-            if reason is not None and epoch < getattr(self.governor, "stopper_waits", {}).get(trial_id, 0):
-                reason = None
             if reason is not None:
                 self.governor.reasons.setdefault(trial_id, reason)
         return reason is not None

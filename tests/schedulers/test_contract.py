@@ -128,9 +128,6 @@ SWEEPS = {
     "hyperband-pareto": lambda tmp: CostAwareHyperBand(
         max_epochs=MAX_EPOCHS, grace_epochs=1, eta=3, promotion="pareto", state_path=tmp / "state.json"
     ),
-    "hyperband-warmup": lambda tmp: CostAwareHyperBand(
-        max_epochs=MAX_EPOCHS, grace_epochs=1, eta=3, warmup_trials=4, state_path=tmp / "state.json"
-    ),
     "fifo": lambda tmp: CostAwareFIFO(Governor(usd_per_second=1.0)),
 }
 

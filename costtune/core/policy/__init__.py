@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from costtune.core.policy.decisions import Decision, ReasonSource, StopReason, reason_of
-from costtune.core.policy.hyperband import AsyncHyperband, auto_warmup_trials, bracket_weights
+from costtune.core.policy.hyperband import AsyncHyperband, bracket_weights
 from costtune.core.policy.idle import IdleTracker
 from costtune.core.policy.outlook import OutlookRule, OutlookStopping, outlook
 from costtune.core.policy.pbt import Exploit, Member, Mutation, choose_donor, explore, quantiles
@@ -47,7 +47,6 @@ __all__ = [
     "StoppingRule",
     "SweepBudget",
     "SweepProgress",
-    "auto_warmup_trials",
     "bracket_weights",
     "cap_reason",
     "choose_donor",

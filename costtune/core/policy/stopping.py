@@ -422,9 +422,6 @@ class Governor:
     rates: dict[str, float] = field(default_factory=dict)
     #: the sweep was ended as a whole (its budget spent, or its progress per dollar too low)
     sweep_stopped: bool = False
-    #: (``scheduler.hedge``) the epoch before which the stopping rule's pace does not stop a
-    #: trial: the scheduler writes it when it places a trial in a later bracket
-    stopper_waits: dict[str, int] = field(default_factory=dict)
     #: one sweep's governor: the copies a resumed process unpickles share the one with this key
     key: str = field(default_factory=lambda: uuid.uuid4().hex)
 

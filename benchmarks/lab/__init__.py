@@ -1,0 +1,1 @@
+"""What costtune does not ship: mechanisms kept for the benchmarks' ablations."""
