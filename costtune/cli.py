@@ -1,7 +1,7 @@
 """The ``costtune`` command: a thin shell over the Python API.
 
 Exit codes: 0 success, 1 a sweep ran but failed, 2 invalid input (nothing was started),
-130 interrupted by Ctrl-C (continue with ``costtune sweep --resume RUN_DIR``).
+130 interrupted by Ctrl-C or SIGTERM (continue with ``costtune sweep --resume RUN_DIR``).
 """
 
 from __future__ import annotations

@@ -819,9 +819,12 @@ def _first_trial_error(out: Path) -> str:
 
 @contextlib.contextmanager
 def _watch_interrupts() -> Iterator[Callable[[], bool]]:
-    """Whether a SIGINT arrived while inside: Tune catches Ctrl-C itself, ends the run
-    cleanly and returns as if it had finished. Python writes every caught signal's number to
-    the wakeup fd, whatever handler Tune installed (main thread only; elsewhere: never)."""
+    """Whether a SIGINT or a SIGTERM arrived while inside: Tune catches Ctrl-C itself, ends the
+    run cleanly and returns as if it had finished. A SIGTERM (``kill``, a job scheduler's
+    time limit, ``docker stop``) is handed on as a Ctrl-C, so that it ends the run the same
+    way, books and tables written, instead of Ray's handler killing the driver mid-write.
+    Python writes every caught signal's number to the wakeup fd, whatever handler Tune
+    installed (main thread only; elsewhere: never)."""
     if threading.current_thread() is not threading.main_thread():
         yield lambda: False
         return
@@ -829,20 +832,26 @@ def _watch_interrupts() -> Iterator[Callable[[], bool]]:
     reader.setblocking(False)
     writer.setblocking(False)
     previous = signal.set_wakeup_fd(writer.fileno(), warn_on_full_buffer=False)
+    previous_term = signal.signal(signal.SIGTERM, _term_as_ctrl_c)
     seen: set[int] = set()
 
     def interrupted() -> bool:
         with contextlib.suppress(BlockingIOError):
             while chunk := reader.recv(4096):
                 seen.update(chunk)
-        return int(signal.SIGINT) in seen
+        return bool(seen & {int(signal.SIGINT), int(signal.SIGTERM)})
 
     try:
         yield interrupted
     finally:
+        signal.signal(signal.SIGTERM, previous_term)
         signal.set_wakeup_fd(previous)
         reader.close()
         writer.close()
+
+
+def _term_as_ctrl_c(signum: int, frame: Any) -> None:
+    os.kill(os.getpid(), signal.SIGINT)
 
 
 class _RayLogsInOneLine(logging.Filter):

@@ -540,3 +540,20 @@ def test_the_scheduler_state_carries_its_version_and_a_newer_one_is_refused(tmp_
             ConfigError, match=r"^scheduler_state.json: scheduler state version .* reads versions up to"
         ):
             read_state(path)
+
+
+def test_a_sigterm_is_handed_on_as_a_ctrl_c_while_a_sweep_runs() -> None:
+    """``kill``, a job scheduler's time limit or ``docker stop`` send SIGTERM: while a sweep
+    runs it becomes the Ctrl-C Tune ends a run cleanly on (without it, Ray's handler killed the
+    driver before any table was written), the sweep knows it was interrupted, and the handler
+    before it is back afterwards."""
+    from costtune.sweep import _watch_interrupts
+
+    before = signal.getsignal(signal.SIGTERM)
+    with _watch_interrupts() as interrupted:
+        assert not interrupted()
+        with pytest.raises(KeyboardInterrupt):  # no Tune here: Python's own Ctrl-C
+            os.kill(os.getpid(), signal.SIGTERM)
+            time.sleep(5)
+        assert interrupted()
+    assert signal.getsignal(signal.SIGTERM) is before
