@@ -314,9 +314,9 @@ def run_method(method: str, table: Sequence[Curve], searcher: str, seed: int) ->
         sys.path.insert(0, str(HERE))
         from optuna_forks.pools import GpPool
 
-        fields, lab = split(spec)
+        fields, lab, stop = split(spec)
         settings = ReplaySettings(seed=seed, price=PRICE, **fields)
-        if peer is not None or settings.stopping != "none":
+        if peer is not None or stop.get("stopping", "none") != "none":
             raise ValueError(f"--searcher gp-fork replays the rungs alone, not {method}")
         longest = max(c.epochs for c in table)
         fork = GpPool(table, seed=seed)

@@ -29,21 +29,18 @@ from ray.tune.schedulers import ASHAScheduler
 from costtune.core.policy import (
     AsyncHyperband,
     Decision,
-    MarginalRoiStopping,
-    OutlookRule,
-    OutlookStopping,
     PromotionRule,
     Rung,
     RungEntry,
-    StoppingRule,
     is_promotable,
 )
-from costtune.core.policy.defaults import DEFAULTS
 from costtune.ray import CostAwareHyperBand
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from lab.hyperband import LabHyperband
+from lab.outlook import OutlookRule, OutlookStopping
+from lab.stopping import LabStopping, LabStoppingRule
 
 #: the space the searchers' asks are timed over: mixed types, as a sweep's
 SPACE = {
@@ -182,16 +179,15 @@ def decision_latency(
     trials: int, epochs: int = 52, relative: bool = False, noise: float = 0.0
 ) -> tuple[float, float]:
     """Median and p99 seconds of one decision (rungs with keep=floor + the outlook rule, or
-    with ``relative`` + the relative-ROI stopper, ρ 0.3, sparing the best, noise-aware as a
-    sweep's by default) when ``trials`` trials report round-robin for ``epochs`` epochs — every
-    result decided. ``noise``: each loss times exp(noise · z), so that the noise-aware rule's
-    estimate runs on the stops it judges."""
+    with ``relative`` + the relative-ROI stopper, ρ 0.3, sparing the best, noise-aware) when
+    ``trials`` trials report round-robin for ``epochs`` epochs — every result decided.
+    ``noise``: each loss times exp(noise · z), so that the noise-aware rule's estimate runs on
+    the stops it judges."""
     rng = random.Random(0)
     policy = AsyncHyperband(max_epochs=epochs, grace_epochs=5, eta=5, keep="floor")
-    outlook: OutlookStopping | MarginalRoiStopping = OutlookStopping(OutlookRule(epochs, optimism=2.0))
+    outlook: OutlookStopping | LabStopping = OutlookStopping(OutlookRule(epochs, optimism=2.0))
     if relative:
-        rule = StoppingRule(min_relative_roi=0.3, spare_best=True, noise_aware=DEFAULTS.noise_aware)
-        outlook = MarginalRoiStopping(rule)
+        outlook = LabStopping(LabStoppingRule(min_relative_roi=0.3, spare_best=True, noise_aware=True))
     finals = [rng.random() for _ in range(trials)]
     stopped: set[int] = set()
     took: list[float] = []
@@ -220,7 +216,7 @@ def lookahead_latency(trials: int, lookahead: int | None, epochs: int = 52) -> t
     case), each until it is stopped. Curves: loss = final + 1/√epoch, finals random."""
     rng = random.Random(0)
     policy = LabHyperband(max_epochs=epochs, grace_epochs=5, eta=5, keep="floor", lookahead=lookahead)
-    stopper = MarginalRoiStopping(StoppingRule(min_relative_roi=0.3, spare_best=True, max_epochs=epochs))
+    stopper = LabStopping(LabStoppingRule(min_relative_roi=0.3, spare_best=True, max_epochs=epochs))
     took: list[float] = []
     for i in range(trials):
         final = rng.random()

@@ -50,17 +50,13 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from lab.hyperband import MISRANK_MIN, auto_warmup_trials
 from lab.hyperband import LabHyperband as AsyncHyperband
+from lab.stopping import LabStopping, LabStoppingRule
 from optuna_forks.pools import MODEL_CHECK_DEFAULT, GpPool, TpePool
 from paired import geo_mean, sign_test
 
 from costtune.core.analysis import MOVED_SHARE
 from costtune.core.curves import Curve
-from costtune.core.policy import (
-    Decision,
-    MarginalRoiStopping,
-    StoppingRule,
-)
-from costtune.core.policy.defaults import DEFAULTS
+from costtune.core.policy import Decision, MarginalRoiStopping
 from costtune.core.simulate import simulate
 from costtune.search.pool import SamplerPool
 
@@ -398,9 +394,8 @@ def replay(curves: list[Curve], setting: str, seed: int, target: float | None = 
             misrank_tau=float(setting.split()[-1]) if setting.startswith("open") else 0.0,
         )
     if setting in (*with_default_rungs, "stopper only"):
-        noise_aware = DEFAULTS.noise_aware or setting == "default + noise-aware"
-        rule = StoppingRule(min_relative_roi=0.3, spare_best=True, max_epochs=EPOCHS, noise_aware=noise_aware)
-        stopping = MarginalRoiStopping(rule)
+        rule = LabStoppingRule(min_relative_roi=0.3, spare_best=True, max_epochs=EPOCHS, noise_aware=True)
+        stopping = LabStopping(rule)
     if setting.startswith("hedge prototype") and policy is not None and stopping is not None:
         policy = HedgeBracket.around(policy, switch=not setting.endswith("no switch"))
         stopping = HedgeBracket.stopper(stopping, policy)

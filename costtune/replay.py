@@ -1,6 +1,6 @@
 """A recorded pool replayed under costtune's decisions: what ``costtune replay`` runs.
 
-:func:`replay_pool` builds the scheduler, stopping rule and searcher from settings named as
+:func:`replay_pool` builds the scheduler and searcher from settings named as
 ``costtune replay``'s options name them, and runs the discrete-event simulator
 (:mod:`costtune.core.simulate`) over the pool. The command and the benchmarks call this one
 function, so a benchmark row at the default settings is what a user's replay does, dollar
@@ -14,13 +14,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from costtune.core.curves import Curve
-from costtune.core.policy import (
-    AsyncHyperband,
-    MarginalRoiStopping,
-    OutlookRule,
-    OutlookStopping,
-    StoppingRule,
-)
+from costtune.core.policy import AsyncHyperband, MarginalRoiStopping
 from costtune.core.policy.defaults import DEFAULTS
 from costtune.core.simulate import Simulation, simulate
 
@@ -29,8 +23,7 @@ from costtune.core.simulate import Simulation, simulate
 class ReplaySettings:
     """A replay's settings. ``costtune replay`` sets the rungs (``--grace-epochs`` is
     ``grace_epochs``, and so on), the searcher, the seed, the budget, the workers and the
-    price; the stopping rules, at their defaults, are ones the benchmarks ablate against the
-    rungs alone (``benchmarks/families.py``), which no sweep sets."""
+    price."""
 
     scheduler: str = "hyperband"  # hyperband | fifo
     grace_epochs: int = DEFAULTS.grace_epochs
@@ -38,10 +31,6 @@ class ReplaySettings:
     brackets: int | None = DEFAULTS.brackets
     searcher: str = "order"  # order | random | tpe | gp
     seed: int = 0
-    stopping: str = "none" if DEFAULTS.min_relative_roi is None else "relative"
-    rho: float = DEFAULTS.min_relative_roi or 0.3
-    noise_aware: bool = DEFAULTS.noise_aware
-    optimism: float = 1.0
     budget: float | None = None
     workers: int = 1
     price: float = 2.50
@@ -69,10 +58,16 @@ def policy_of(s: ReplaySettings, max_epochs: int) -> AsyncHyperband | None:
     return AsyncHyperband(max_epochs, s.grace_epochs, s.eta, s.brackets)
 
 
-def replay_pool(table: Sequence[Curve], s: ReplaySettings, policy: AsyncHyperband | None = None) -> Replay:
+def replay_pool(
+    table: Sequence[Curve],
+    s: ReplaySettings,
+    policy: AsyncHyperband | None = None,
+    stopping: MarginalRoiStopping | None = None,
+) -> Replay:
     """Replay ``table`` under ``s`` (raises :class:`ConfigError` in one line on a bad combination).
     ``policy``: a scheduler of the caller's instead of the one ``s`` names (the benchmarks'
-    variants of :class:`~costtune.core.policy.AsyncHyperband`)."""
+    variants of :class:`~costtune.core.policy.AsyncHyperband`); ``stopping``: a per-trial
+    stopping rule (none by default, as a sweep's)."""
     from costtune.search.pool import OrderedPool, SamplerPool
 
     longest = max(c.epochs for c in table)
@@ -83,28 +78,13 @@ def replay_pool(table: Sequence[Curve], s: ReplaySettings, policy: AsyncHyperban
         if s.searcher in ("tpe", "gp")
         else OrderedPool(table, seed=s.seed if s.searcher == "random" else None)
     )
-    outlook = OutlookStopping(OutlookRule(longest, optimism=s.optimism)) if s.stopping == "outlook" else None
-    relative = (
-        MarginalRoiStopping(
-            StoppingRule(
-                min_relative_roi=s.rho,
-                spare_best=True,
-                max_epochs=longest,
-                expected=s.stopping == "expected",
-                noise_aware=s.noise_aware and s.stopping == "relative",
-            )
-        )
-        if s.stopping in ("relative", "expected")
-        else None
-    )
     simulation = simulate(
         [],
         policy,
         workers=s.workers,
         usd_per_device_hour=s.price,
         budget_usd=s.budget,
-        stopping=relative,
-        outlook=outlook,
+        stopping=stopping,
         max_epochs=longest,
         next_curve=pool.ask,
         on_trial_end=pool.tell,

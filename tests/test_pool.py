@@ -14,7 +14,7 @@ from click.testing import CliRunner
 
 from costtune.cli import main
 from costtune.core.curves import Curve, curves_from_frame
-from costtune.core.policy import AsyncHyperband, OutlookRule, OutlookStopping, StopReason
+from costtune.core.policy import AsyncHyperband, StopReason
 from costtune.core.policy.defaults import DEFAULTS
 from costtune.core.simulate import simulate
 from costtune.errors import ConfigError
@@ -157,7 +157,6 @@ def test_same_seed_same_replay_and_another_seed_another() -> None:
         sim = simulate(
             [],
             AsyncHyperband(20, 2, 3),
-            outlook=OutlookStopping(OutlookRule(20)),
             workers=3,
             max_epochs=20,
             next_curve=searcher.ask,

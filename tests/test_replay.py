@@ -15,8 +15,6 @@ from costtune.core.curves import Curve, curves_from_frame, load_curves
 from costtune.core.policy import (
     AsyncHyperband,
     MarginalRoiStopping,
-    OutlookRule,
-    OutlookStopping,
     StoppingRule,
 )
 from costtune.core.simulate import simulate
@@ -105,27 +103,28 @@ def test_simulator_is_deterministic_on_tied_epoch_times() -> None:
     assert len(logs) == 1
 
 
-def test_simulator_outlook_stops_trials_that_cannot_beat_the_best(table_path) -> None:
-    curves = list(load_curves(str(table_path)).values())
-    sim = simulate(curves, None, workers=1, usd_per_device_hour=1.0, outlook=OutlookStopping(OutlookRule(9)))
-    # t5 is flat at 0.2 while t3 (0.3/e) has passed it by epoch 4: the flat one stops at its first
-    # judgement; t3, the best, runs to the end
-    assert sim.stopped_at["t3"] == 9 and sim.stopped_at["t5"] == 4
-    full = simulate(curves, None, workers=1, usd_per_device_hour=1.0)
-    assert sim.total_usd < full.total_usd and sim.best_loss == full.best_loss
-
-
 def test_simulator_feeds_the_stopper_every_epoch_as_ray_does(table_path) -> None:
     """Ray's stopper sees every result, the one a rung or the last epoch ends included: the
     simulator's too, so the stopper's books (the sweep's spend, its best, the curve model's
     references) hold every epoch the simulator ran."""
+
+    class Counting(MarginalRoiStopping):
+        def __init__(self) -> None:
+            super().__init__(StoppingRule(max_epochs=9))
+            self.usd: dict[str, float] = {}
+            self.reports = 0
+
+        def _charged(self, trial_id: str, usd: float) -> None:
+            self.usd[trial_id] = usd
+            self.reports += 1
+
     curves = list(load_curves(str(table_path)).values())
     policy = AsyncHyperband(max_epochs=9, grace_epochs=1, eta=3, brackets=1, promotion="loss")
-    stopping = MarginalRoiStopping(StoppingRule(min_relative_roi=0.0, max_epochs=9, expected=True))
+    stopping = Counting()
     sim = simulate(curves, policy, stopping=stopping, workers=1, usd_per_device_hour=1.0)
-    assert sim.stopped_at == {"t0": 9, "t1": 9, "t2": 1, "t3": 9, "t4": 1, "t5": 3}  # ρ = 0 stops none
-    assert stopping._spent == pytest.approx(sim.total_usd)
-    assert len(stopping._references) == 3  # t0, t1, t3 reached epoch 9
+    assert sim.stopped_at == {"t0": 9, "t1": 9, "t2": 1, "t3": 9, "t4": 1, "t5": 3}  # no rule: stops none
+    assert stopping.reports == len(sim.epochs)
+    assert sum(stopping.usd.values()) == pytest.approx(sim.total_usd)
 
 
 def test_simulator_stops_at_the_budget(table_path) -> None:

@@ -1,6 +1,7 @@
-"""A replay with the benchmarks' scheduling mechanisms: the settings ``families.py`` names,
-split into what ``costtune replay`` takes (:class:`~costtune.replay.ReplaySettings`) and what
-only :class:`~lab.hyperband.LabHyperband` knows."""
+"""A replay with the benchmarks' mechanisms: the settings ``families.py`` names, split into
+what ``costtune replay`` takes (:class:`~costtune.replay.ReplaySettings`), what only
+:class:`~lab.hyperband.LabHyperband` knows and what only :class:`~lab.stopping.LabStopping`
+knows."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ from typing import Any
 from costtune.core.curves import Curve
 from costtune.replay import Replay, ReplaySettings, replay_pool
 from lab.hyperband import LabHyperband, auto_warmup_trials
+from lab.stopping import LabStopping, LabStoppingRule
 
 #: the scheduler settings of :class:`LabHyperband` and their values when off (the rungs alone)
 LAB_SCHEDULER = {
@@ -24,10 +26,35 @@ LAB_SCHEDULER = {
 }
 
 
-def split(spec: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
-    """``spec`` as (ReplaySettings' fields, :data:`LAB_SCHEDULER`'s)."""
+#: the stopping settings of :class:`LabStopping` and their values when off: ``stopping`` is
+#: none, relative (ρ = ``rho``, sparing the best, ``noise_aware``) or expected (ρ = ``rho``)
+LAB_STOPPING = {"stopping": "none", "rho": 0.3, "noise_aware": True}
+
+
+def split(spec: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str, Any], dict[str, Any]]:
+    """``spec`` as (ReplaySettings' fields, :data:`LAB_SCHEDULER`'s, :data:`LAB_STOPPING`'s)."""
     lab = {k: v for k, v in spec.items() if k in LAB_SCHEDULER}
-    return {k: v for k, v in spec.items() if k not in LAB_SCHEDULER}, lab
+    stop = {k: v for k, v in spec.items() if k in LAB_STOPPING}
+    rest = {k: v for k, v in spec.items() if k not in LAB_SCHEDULER and k not in LAB_STOPPING}
+    return rest, lab, stop
+
+
+def lab_stopping(stop: Mapping[str, Any], max_epochs: int) -> LabStopping | None:
+    """The stopping rule ``stop`` names (``None``: none)."""
+    o = {**LAB_STOPPING, **stop}
+    if o["stopping"] == "none":
+        return None
+    if o["stopping"] not in ("relative", "expected"):
+        raise ValueError(f"stopping: none, relative or expected, got {o['stopping']!r}")
+    expected = o["stopping"] == "expected"
+    rule = LabStoppingRule(
+        min_relative_roi=o["rho"],
+        spare_best=True,
+        max_epochs=max_epochs,
+        expected=expected,
+        noise_aware=o["noise_aware"] and not expected,
+    )
+    return LabStopping(rule)
 
 
 def lab_policy(
@@ -60,10 +87,10 @@ def lab_policy(
 
 def lab_replay(table: Sequence[Curve], spec: Mapping[str, Any]) -> Replay:
     """:func:`costtune.replay.replay_pool` of ``table`` under ``spec``; the rungs are
-    :class:`LabHyperband`'s where ``spec`` names one of its settings."""
-    fields, lab = split(spec)
+    :class:`LabHyperband`'s where ``spec`` names one of its settings, the stopping rule
+    :class:`LabStopping`'s where it names one."""
+    fields, lab, stop = split(spec)
     s = ReplaySettings(**fields)
-    if not lab:
-        return replay_pool(table, s)
     longest = max(c.epochs for c in table)
-    return replay_pool(table, s, policy=lab_policy(s, lab, longest, len(table)))
+    policy = lab_policy(s, lab, longest, len(table)) if lab else None
+    return replay_pool(table, s, policy=policy, stopping=lab_stopping(stop, longest))

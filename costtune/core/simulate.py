@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from costtune.core.curves import Curve
-from costtune.core.policy import AsyncHyperband, Decision, MarginalRoiStopping, OutlookStopping, StopReason
+from costtune.core.policy import AsyncHyperband, Decision, MarginalRoiStopping, StopReason
 
 
 @dataclass(frozen=True, slots=True)
@@ -91,7 +91,6 @@ def simulate(
     usd_per_device_hour: float = 2.50,
     budget_usd: float | None = None,
     charge_decision_time: bool = False,
-    outlook: OutlookStopping | None = None,
     max_epochs: int | None = None,
     next_curve: Callable[[], Curve | None] | None = None,
     on_trial_end: Callable[[str, int, float], None] | None = None,
@@ -101,7 +100,7 @@ def simulate(
     Without a policy every configuration trains to its last recorded epoch. With
     ``next_curve`` (a searcher in the loop), configurations are drawn from it once
     ``curves`` is used up; ``on_trial_end(config_id, last_epoch, last_loss)`` tells it how
-    each trial ended. ``outlook`` sees every epoch first and may stop a trial too.
+    each trial ended.
     A curve shorter than ``max_epochs`` (a trial stopped early when it was recorded) ends at
     its last epoch as *truncated* (``Simulation.truncated``; the policy hears
     ``StopReason.TRUNCATED``), never as finished.
@@ -146,13 +145,10 @@ def simulate(
         loss = float(curve.val_loss[epoch - 1])
         sim.epochs.append(Epoch(now, config_id, epoch, loss, sweep_usd))
         began = time.perf_counter()
-        stop = outlook is not None and outlook.on_result(config_id, loss) is not None
-        if (
+        stop = (
             policy is not None
-            and not stop
             and policy.on_result(config_id, epoch, loss, spent_by_trial[config_id]) is Decision.STOP
-        ):
-            stop = True
+        )
         if not stop and epoch >= curve.epochs:
             stop = True
             if max_epochs is not None and epoch < max_epochs:

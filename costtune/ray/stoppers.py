@@ -16,7 +16,6 @@ from costtune.core.ledger import Ledger
 from costtune.core.policy import (
     Governor,
     MarginalRoiStopping,
-    OutlookStopping,
     StopReason,
     SweepProgress,
     metric_reason,
@@ -37,8 +36,6 @@ class CostStopper(Stopper):
         metric, mode: the metric and its direction.
         devices: devices each trial holds (for device-hours).
         seconds_field: the cumulative metered time field.
-        outlook: the scale-free learning-curve rule (``None``: off); it sees every result,
-            so that its incumbent is the sweep's best.
         ledger: the sweep's ledger, and its meter: a result is charged by
             :meth:`Ledger.charged_after` (the seconds charged so far, lost work and hung
             time included, plus this epoch), so the caps and the budget see the same seconds
@@ -57,7 +54,6 @@ class CostStopper(Stopper):
         seconds_field: str = "time_total_s",
         *,
         ledger: Ledger,
-        outlook: OutlookStopping | None = None,
     ) -> None:
         self.governor = governor
         self.ledger = ledger
@@ -66,7 +62,6 @@ class CostStopper(Stopper):
         self.devices = devices
         self.stopping = stopping
         self.sweep_progress = sweep_progress
-        self.outlook = outlook
         self.seconds_field = seconds_field
 
     def __setstate__(self, state: dict[str, Any]) -> None:
@@ -84,15 +79,11 @@ class CostStopper(Stopper):
             self.governor.budget.record(trial_id, record.epochs, ledger.cost_usd(record))
             if self.stopping is not None:
                 self.stopping.forget(trial_id)
-            if self.outlook is not None:
-                self.outlook.forget(trial_id)
             for _epoch, seconds, metric in record.history:
                 loss = Direction.of(self.mode).loss(metric)
                 if self.stopping is not None:
                     usd = seconds * self.governor.rate(trial_id)
                     self.stopping.on_result(trial_id, loss, seconds * record.devices / 3600, usd)
-                if self.outlook is not None:
-                    self.outlook.on_result(trial_id, loss)
 
     def __call__(self, trial_id: str, result: dict[str, Any]) -> bool:
         if self.seconds_field not in result or "training_iteration" not in result:
@@ -120,11 +111,6 @@ class CostStopper(Stopper):
             if self.sweep_progress.should_stop():
                 self.governor.sweep_stopped = True
                 self.governor.reasons.setdefault(trial_id, StopReason.SWEEP_MARGINAL_ROI)
-        if self.outlook is not None and self.metric in result:
-            seen = self.outlook.on_result(trial_id, loss)  # every result: the incumbent is the sweep's
-            if reason is None and seen is not None:
-                reason = seen
-                self.governor.reasons.setdefault(trial_id, reason)
         if reason is None and self.stopping is not None:
             usd = charged * self.governor.rate(trial_id)
             reason = self.stopping.on_result(trial_id, loss, charged * devices / 3600, usd)

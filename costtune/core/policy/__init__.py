@@ -5,7 +5,6 @@ from __future__ import annotations
 from costtune.core.policy.decisions import Decision, ReasonSource, StopReason, reason_of
 from costtune.core.policy.hyperband import AsyncHyperband, bracket_weights
 from costtune.core.policy.idle import IdleTracker
-from costtune.core.policy.outlook import OutlookRule, OutlookStopping, outlook
 from costtune.core.policy.pbt import Exploit, Member, Mutation, choose_donor, explore, quantiles
 from costtune.core.policy.ranking import pareto_fronts
 from costtune.core.policy.stopping import (
@@ -37,8 +36,6 @@ __all__ = [
     "MarginalRoiStopping",
     "Member",
     "Mutation",
-    "OutlookRule",
-    "OutlookStopping",
     "PromotionRule",
     "ReasonSource",
     "Rung",
@@ -54,7 +51,6 @@ __all__ = [
     "is_promotable",
     "max_bracket_index",
     "metric_reason",
-    "outlook",
     "pareto_fronts",
     "quantiles",
     "reason_of",

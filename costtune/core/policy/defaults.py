@@ -8,12 +8,12 @@ The default is the rungs alone: one bracket of asynchronous successive halving, 
 at 5 epochs, the best fifth (⌊n/η⌋, at least one) of each rung going on — Optuna's
 ``SuccessiveHalvingPruner(min_resource=5, reduction_factor=5)`` decision for decision. Each
 mechanism built on top of it (escalation and the hedge, the warm-up, the look-ahead, the rung
-checks, the relative stopping rule) was dearer than the rungs alone on at least one family of
-curves, significantly, and is no longer a sweep's option; the scheduling ones live in
-``benchmarks/lab/`` for the benchmarks' ablations. The searcher is Optuna's univariate
-TPE: with the same rungs it reached the targets cheaper than random search on LCBench
-(p < 0.01) and was level elsewhere (``benchmarks/RESULTS.md``, "Choosing the default on
-several families").
+checks, the relative stopping rule and its readings) was dearer than the rungs alone on at
+least one family of curves, significantly, and is no longer a sweep's option; they live in
+``benchmarks/lab/`` for the benchmarks' ablations. The searcher is Optuna's univariate TPE:
+with the same rungs it reached the targets cheaper than random search on LCBench (p < 0.01)
+and was level elsewhere (``benchmarks/RESULTS.md``, "Choosing the default on several
+families").
 """
 
 from __future__ import annotations
@@ -30,8 +30,6 @@ class Defaults:
     brackets: int | None = 1  # one bracket (asynchronous successive halving); None: all that fit
     keep: str = "floor"  # max(1, ⌊n/η⌋) of a rung go on (Optuna); "ceil": ⌈n/η⌉ (ASHA)
     promotion: str = "loss"
-    min_relative_roi: float | None = None  # the relative stopping rule: off
-    noise_aware: bool = True  # how the relative rule reads noisy epochs, once it is on
     searcher: str = "optuna"  # Optuna's univariate TPE (10 random start-up trials)
 
 

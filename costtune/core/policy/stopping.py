@@ -1,48 +1,30 @@
-"""Stop a trial where money stops buying quality: patience, min-delta and marginal ROI.
+"""Stop a trial where money stops buying quality: patience and marginal ROI.
 
-The slope rule looks at d(metric)/d(device-hours): how much the loss still falls per
-device-hour spent. A validation curve is noisy, so the rule works on a smoothed curve:
+The marginal-ROI rule looks at what the loss still gains per dollar. A validation curve is
+noisy, so the rule works on a smoothed curve:
 
 1. a rolling median of the loss over the last ``window`` epochs ignores outliers — a broken
    validation pass (a spike) or a lucky one (a dip) moves a median by one rank, not by its
-   size (an exponential average was tried first: one spike held it up for long enough to
-   read as a plateau and stopped a steeply improving trial);
+   size;
 2. its running minimum (best so far) makes the curve monotone, so noise never reads as
    "getting worse";
-3. the slope is the drop of that curve over the last ``window`` epochs divided by the
-   device-hours those epochs cost — a secant over a window, not a noisy one-epoch difference.
+3. the gain is the drop of that curve over the last ``window`` epochs, divided by the
+   dollars those epochs cost — a secant over a window, not a noisy one-epoch difference.
 
-The trial stops when the slope falls below ε (``min_slope_per_device_hour``, metric units
-per device-hour), or, with a business value, when the marginal ROI (slope × value / price)
-falls below ``min_marginal_roi``; never before ``min_epochs``.
-
-ε is in units of the metric per device-hour: it has to be chosen per problem (0.5 val CE per
-device-hour on LCBench stopped every still-improving trial on slower curves of another
-kind). The scale-free rule, ``min_relative_roi`` = ρ, needs no such choice: it compares the
-trial's smoothed improvement per dollar over its last window with what the sweep's dollars
-have bought on average so far,
-
-    sweep rate = (baseline − best smoothed loss of any trial) ÷ the sweep's dollars,
-
-the baseline being the median smoothed loss of the trials at their ``min_epochs``-th
-epoch. The trial stops when its rate falls below ρ × the sweep rate: its next dollars buy
-less than a ρ share of what a dollar has bought the sweep. Both rates are loss per dollar,
-so the rule is free of the metric's scale and of the price and speed of an epoch.
+The trial stops when gain × business value per dollar falls below ``min_marginal_roi``;
+never before ``min_epochs``, and never at ``max_epochs`` (a trial there has completed).
 
 Pure: numbers in, a :class:`StopReason` (or ``None``) out.
 """
 
 from __future__ import annotations
 
-import bisect
 import math
 import statistics
 import uuid
 from dataclasses import dataclass, field
 
-from costtune.core.policy.curve_model import expected_gain, final_losses
 from costtune.core.policy.decisions import StopReason
-from costtune.core.policy.outlook import outlook
 from costtune.errors import ConfigError
 
 
@@ -54,64 +36,20 @@ class StoppingRule:
         patience_epochs: stop after this many epochs without an improvement of at least
             ``min_delta`` over the best so far (``None``: off).
         min_delta: the smallest change that counts as an improvement.
-        min_slope_per_device_hour: ε, stop when the smoothed loss falls by less than this
-            per device-hour (``None``: off).
         min_marginal_roi: stop when the smoothed improvement × business value per dollar
             falls below this (``None``: off).
-        min_relative_roi: ρ, stop when the smoothed improvement per dollar falls below ρ ×
-            the sweep's average improvement per dollar so far (``None``: off; see the
-            module docstring). Scale-free: no per-problem threshold.
-        spare_best: the relative rule judges the trial holding the sweep's best smoothed
-            loss by what it may still gain, not by its pace: it stops only when its
-            optimistic outlook to ``max_epochs`` (:func:`~costtune.core.policy.outlook.outlook`,
-            κ = 1) is less than ρ × what the sweep has gained over its baseline. A pace
-            rule alone stops a curve that improves slowly but for long — the one the
-            sweep's result depends on.
-        max_epochs: the epoch trials train to (for ``spare_best``; ``None``: the best
-            trial is never stopped on the relative rule). A trial that reaches it has
-            completed: no rule stops it there.
-        window_epochs: epochs the slope is measured over (and the median's span).
-        min_epochs: never stop on these rules before this many epochs (and the epoch the
-            relative rule's baseline is read at).
-        first_stop_epoch: never stop before this epoch either (``None``: ``min_epochs``).
-            Set to the last rung, a pace rule would not overrule rungs that still judge a
-            trial; a sweep does not set it (on LCBench's dev tasks that was dearer:
-            benchmarks/ARCHIVE.md, variant ``w``).
-        expected: the relative rule judges a trial by its *expected* gain to ``max_epochs``
-            per dollar that gain would cost, in place of its pace over the last window: the
-            expected improvement of the sweep's best loss, over the curve model's predicted
-            finals (:mod:`~costtune.core.policy.curve_model`, learned from the sweep's trials that
-            reached ``max_epochs``), divided by the trial's dollars per epoch × the epochs it
-            has left. It stops when that is below ρ × the sweep's average gain per dollar.
-            Needs ``max_epochs``; ``spare_best`` is implied (the best trial's expected gain
-            is its own expected drop).
-        noise_aware: a stop the relative rule calls on a window whose gain the trial's own
-            epoch-to-epoch noise (:func:`epoch_noise`) could hide waits. A window's gain is
-            evidence when its standard error under that noise is below the gain that matters
-            (ρ × the sweep's average per dollar × the window's dollars); a stop called on a
-            window that is not evidence is decided on the last half of the trial's epochs
-            instead, and waits while that half is not evidence either. A trial whose loss has
-            risen more than three standard errors above its best is stopped as without the
-            rule (an overfitting curve's bend is not noise). The noise is read from the
-            trial's last 2 × ``window_epochs`` + 2 losses (fewer while it has fewer, which
-            can misread it). On a noisy curve a window's gain is mostly noise, and a trial
-            that still improves slowly looks as flat as one that is done; the rungs still
-            prune it. A curve whose noise is small against the gains that matter is judged
-            as without the rule.
+        max_epochs: the epoch trials train to; a trial that reaches it has completed, and no
+            rule stops it there (``None``: unknown).
+        window_epochs: epochs the gain is measured over (and the median's span).
+        min_epochs: never stop on these rules before this many epochs.
     """
 
     patience_epochs: int | None = None
     min_delta: float = 0.0
-    min_slope_per_device_hour: float | None = None
     min_marginal_roi: float | None = None
-    min_relative_roi: float | None = None
-    spare_best: bool = False
     max_epochs: int | None = None
     window_epochs: int = 5
     min_epochs: int = 5
-    first_stop_epoch: int | None = None
-    expected: bool = False
-    noise_aware: bool = False
 
     def __post_init__(self) -> None:
         if self.window_epochs < 1:
@@ -120,38 +58,22 @@ class StoppingRule:
             raise ConfigError(f"stopping.patience_epochs: must be >= 1, got {self.patience_epochs}")
         if self.min_delta < 0:
             raise ConfigError(f"stopping.min_delta: must be >= 0, got {self.min_delta}")
-        if self.min_relative_roi is not None and not (
-            isinstance(self.min_relative_roi, (int, float)) and 0 <= self.min_relative_roi < math.inf
-        ):
-            raise ConfigError(
-                f"stopping.min_relative_roi: must be a finite number >= 0, got {self.min_relative_roi!r}"
-            )
-        if self.expected and (self.max_epochs is None or self.min_relative_roi is None):
-            raise ConfigError("stopping.expected: needs min_relative_roi and max_epochs")
 
     @property
     def active(self) -> bool:
-        return any(
-            x is not None
-            for x in (
-                self.patience_epochs,
-                self.min_slope_per_device_hour,
-                self.min_marginal_roi,
-                self.min_relative_roi,
-            )
-        )
+        return self.patience_epochs is not None or self.min_marginal_roi is not None
 
 
 @dataclass(slots=True)
-class _Curve:
+class TrialCurve:
+    """One trial's books: its last raw losses, smoothed curve, cumulative hours and dollars."""
+
     losses: list[float] = field(default_factory=list)
     best_smooth: list[float] = field(default_factory=list)
     device_hours: list[float] = field(default_factory=list)
     usd: list[float] = field(default_factory=list)
     best_raw: float = math.inf
     since_improvement: int = 0
-    #: the last raw losses, for the noise estimate (``noise_aware``)
-    recent: list[float] = field(default_factory=list)
 
 
 class MarginalRoiStopping:
@@ -160,45 +82,26 @@ class MarginalRoiStopping:
     Args:
         rule: the thresholds.
         business_value_usd: USD per unit of loss improvement, for the marginal-ROI rule.
+
+    A subclass may add rules through three hooks: :meth:`_charged` (every report, NaN
+    included), :meth:`_recorded` (each finite loss, once the curve holds it) and
+    :meth:`_window_stop` (once a trial has a full window past ``min_epochs``).
     """
 
     def __init__(self, rule: StoppingRule, business_value_usd: float = 1.0) -> None:
         self.rule = rule
         self.business_value_usd = business_value_usd
-        self._curves: dict[str, _Curve] = {}
-        # the sweep's books for the relative rule: dollars, baseline losses, best loss
-        self._usd_by_trial: dict[str, float] = {}
-        self._spent = 0.0
-        self._firsts: list[float] = []  # sorted: each trial's smoothed loss at min_epochs
-        self._baselined: set[str] = set()  # trials in _firsts (a replayed trial counts once)
-        self._best = math.inf
-        self._best_trial: str | None = None
-        #: smoothed curves of the trials that reached max_epochs (the curve model's references)
-        self._references: list[list[float]] = []
-        self._referenced: set[str] = set()
-
-    @property
-    def sweep_rate(self) -> float:
-        """What a dollar of the sweep has bought: (baseline − best) ÷ dollars (0 before any gain)."""
-        if not self._firsts or self._spent <= 0:
-            return 0.0
-        n = len(self._firsts)
-        baseline = (self._firsts[(n - 1) // 2] + self._firsts[n // 2]) / 2
-        return max(baseline - self._best, 0.0) / self._spent
+        self._curves: dict[str, TrialCurve] = {}
 
     def on_result(self, trial_id: str, loss: float, device_hours: float, usd: float) -> StopReason | None:
         """Record one epoch (``loss`` lower is better; hours and dollars cumulative)."""
         rule = self.rule
-        c = self._curves.setdefault(trial_id, _Curve())
-        self._spent += max(usd - self._usd_by_trial.get(trial_id, 0.0), 0.0)
-        self._usd_by_trial[trial_id] = max(usd, self._usd_by_trial.get(trial_id, 0.0))
+        c = self._curves.setdefault(trial_id, TrialCurve())
+        self._charged(trial_id, usd)
         if math.isnan(loss):
-            return None  # NaN handling is the trainable's (and a later issue's) business
+            return None  # a NaN metric is stopped by metric_reason, not here
         c.losses.append(loss)
         del c.losses[: -rule.window_epochs]
-        if rule.noise_aware:
-            c.recent.append(loss)
-            del c.recent[: -(2 * rule.window_epochs + 2)]
         smooth = statistics.median(c.losses)
         c.best_smooth.append(min(smooth, c.best_smooth[-1]) if c.best_smooth else smooth)
         c.device_hours.append(device_hours)
@@ -208,18 +111,9 @@ class MarginalRoiStopping:
             c.since_improvement = 0
         else:
             c.since_improvement += 1
+        self._recorded(trial_id, c, loss)
         epochs = len(c.best_smooth)
-        if c.best_smooth[-1] < self._best:
-            self._best, self._best_trial = c.best_smooth[-1], trial_id
-        if epochs == rule.min_epochs and trial_id not in self._baselined:
-            self._baselined.add(trial_id)
-            bisect.insort(self._firsts, c.best_smooth[-1])
-        if rule.max_epochs is not None and epochs == rule.max_epochs and trial_id not in self._referenced:
-            self._referenced.add(trial_id)
-            self._references.append(list(c.best_smooth))
-        if epochs < max(rule.min_epochs, rule.first_stop_epoch or 0) or (
-            rule.max_epochs is not None and epochs >= rule.max_epochs
-        ):
+        if epochs < self._first_judged() or (rule.max_epochs is not None and epochs >= rule.max_epochs):
             return None  # too early to judge, or done: a trial at max_epochs completed
         if rule.patience_epochs is not None and c.since_improvement >= rule.patience_epochs:
             return StopReason.PATIENCE
@@ -229,88 +123,33 @@ class MarginalRoiStopping:
         gained = c.best_smooth[-1 - w] - c.best_smooth[-1]
         hours = c.device_hours[-1] - c.device_hours[-1 - w]
         dollars = c.usd[-1] - c.usd[-1 - w]
-        slope_low = (
-            rule.min_slope_per_device_hour is not None
-            and hours > 0
-            and gained / hours < rule.min_slope_per_device_hour
-        )
         roi_low = (
             rule.min_marginal_roi is not None
             and dollars > 0
             and gained * self.business_value_usd / dollars < rule.min_marginal_roi
         )
-        rate = self.sweep_rate
-        if rule.expected:
-            return StopReason.MARGINAL_ROI if slope_low or roi_low or self._expected_low(c, rate) else None
-        relative_low = (
-            rule.min_relative_roi is not None
-            and dollars > 0
-            and rate > 0
-            and gained / dollars < rule.min_relative_roi * rate
-            and not (rule.spare_best and trial_id == self._best_trial and self._promising(c, rate))
-        )
-        if relative_low and rule.noise_aware:
-            relative_low = not self._noise_hides(c, rate)
-        return StopReason.MARGINAL_ROI if slope_low or roi_low or relative_low else None
+        if self._window_stop(trial_id, c, gained, hours, dollars) or roi_low:
+            return StopReason.MARGINAL_ROI
+        return None
 
-    def _noise_hides(self, c: _Curve, rate: float) -> bool:
-        """Whether a stop the relative rule called waits, the trial's noise being able to hide
-        a worthwhile gain (see ``noise_aware``)."""
-        rule = self.rule
-        w = rule.window_epochs
-        # the standard error of a window's gain under the trial's own epoch noise
-        credit = epoch_noise(c.recent) * _MEDIAN_SE * math.sqrt(2 / w)
-        if statistics.median(c.losses) - c.best_smooth[-1] > 3 * credit:
-            return False  # risen well beyond its noise above its best: no gain hides there
-        target = (rule.min_relative_roi or 0.0) * rate
-        n = len(c.best_smooth)
-        for span in (w, max(w, n // 2)):
-            if n <= span:
-                continue
-            dollars = c.usd[-1] - c.usd[-1 - span]
-            if credit < target * dollars:  # this window can measure the gain that matters
-                return span != w and c.best_smooth[-1 - span] - c.best_smooth[-1] >= target * dollars
-        return True  # neither can: the noise hides it
+    def _charged(self, trial_id: str, usd: float) -> None:
+        """A report of ``trial_id``, ``usd`` its cumulative dollars (a hook: nothing here)."""
 
-    def _expected_low(self, c: _Curve, rate: float) -> bool:
-        """Whether the trial's expected gain to max_epochs per dollar is below ρ × the sweep's."""
-        rule = self.rule
-        rho, max_epochs = rule.min_relative_roi, rule.max_epochs
-        if rho is None or max_epochs is None or rate <= 0:
-            return False
-        w = rule.window_epochs
-        left = (c.usd[-1] - c.usd[-1 - w]) / w * (max_epochs - len(c.best_smooth))
-        if left <= 0:
-            return False
-        finals = final_losses(c.best_smooth, self._references, max_epochs)
-        return expected_gain(finals, self._best) < rho * rate * left
+    def _recorded(self, trial_id: str, c: TrialCurve, loss: float) -> None:
+        """``loss`` is now the last of ``c`` (a hook: nothing here)."""
 
-    def _promising(self, c: _Curve, rate: float) -> bool:
-        """Whether the best trial may still gain ρ × what the sweep gained (see ``spare_best``)."""
-        rule = self.rule
-        if rule.max_epochs is None:
-            return True
-        remaining = c.best_smooth[-1] - outlook(c.best_smooth, rule.max_epochs, 1.0)
-        return remaining >= (rule.min_relative_roi or 0.0) * rate * self._spent
+    def _first_judged(self) -> int:
+        """The first epoch a trial may be stopped at."""
+        return self.rule.min_epochs
+
+    def _window_stop(self, trial_id: str, c: TrialCurve, gained: float, hours: float, dollars: float) -> bool:
+        """Whether another rule stops the trial, its last window having gained ``gained`` for
+        ``hours`` device-hours and ``dollars`` (a hook: no other rule here)."""
+        return False
 
     def forget(self, trial_id: str) -> None:
-        """Drop a trial's curve (the sweep's books keep its dollars and losses)."""
+        """Drop a trial's curve (a subclass's sweep-wide books keep what it counted)."""
         self._curves.pop(trial_id, None)
-
-
-#: a median of n draws of Gaussian noise σ has a standard error of about this × σ / √n
-_MEDIAN_SE = math.sqrt(math.pi / 2)
-
-
-def epoch_noise(losses: list[float]) -> float:
-    """σ of one epoch's loss around its curve, from its second differences: for Gaussian noise
-    σ, e(t) − 2 e(t−1) + e(t−2) has a standard deviation of √6 σ, and a smooth curve's second
-    differences are small (a straight descent's are 0); the median of their absolute values is
-    robust to a spike (1.4826 × the median absolute value is σ for Gaussian data)."""
-    if len(losses) < 3:
-        return 0.0
-    second = [abs(losses[i] - 2 * losses[i - 1] + losses[i - 2]) for i in range(2, len(losses))]
-    return 1.4826 * statistics.median(second) / math.sqrt(6)
 
 
 def metric_reason(loss: float) -> StopReason | None:

@@ -9,7 +9,7 @@ many such paces a curve still fell from t to T:
 so a trial now at m(t) with pace d ends at one of m(t) − q_j · d, each equally likely: an
 empirical predictive distribution whose spread is the sweep's own (no curve family assumed,
 nothing in the metric's units). Few references (fewer than ``min_references``) give the
-optimistic outlook alone (:func:`~costtune.core.policy.outlook.outlook`: a curve linear in log
+optimistic outlook alone (:func:`~lab.outlook.outlook`: a curve linear in log
 epochs, the slowest-decaying power law), which judges a trial by the most it could gain. Each
 q_j is capped at twice that outlook's multiple, so a reference that was flat at t and fell
 later cannot promise a trial that is also flat an unbounded gain.

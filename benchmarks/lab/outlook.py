@@ -5,7 +5,7 @@ metric units per device-hour (the marginal-ROI stopper's ε, which had to be tun
 problem and stopped every still-improving trial on curves it was not tuned on).
 
 The optimistic outlook of a curve at epoch t. Let m be the curve smoothed (running minimum
-of a rolling median, as in :mod:`~costtune.core.policy.stopping`). Over the last doubling of
+of a rolling median, as in :mod:`~lab.stopping`). Over the last doubling of
 training, epochs t/2 → t, the curve fell by d = m(t/2) − m(t). If it keeps falling by d per
 doubling of epochs until ``max_epochs`` = T — the pace of a curve that is linear in log
 epochs, the slowest-decaying member of the power-law family y = c + a·t^(−α) as α → 0, so
@@ -32,9 +32,9 @@ import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from costtune.core.policy.curve_model import outlook_multiple
 from costtune.core.policy.decisions import StopReason
 from costtune.errors import ConfigError
+from lab.curve_model import outlook_multiple
 
 
 def smoothed(losses: Sequence[float], window: int) -> list[float]:

@@ -3,15 +3,22 @@
 from __future__ import annotations
 
 import math
+import sys
+from pathlib import Path
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from costtune.core.policy import MarginalRoiStopping, StoppingRule, StopReason, outlook
-from costtune.core.policy.curve_model import expected_gain, final_losses, pace_multiples
-from costtune.core.policy.outlook import smoothed
+from costtune.core.policy import StopReason
 from costtune.errors import ConfigError
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
+
+from lab.curve_model import expected_gain, final_losses, pace_multiples
+from lab.outlook import outlook, smoothed
+from lab.stopping import LabStopping as MarginalRoiStopping
+from lab.stopping import LabStoppingRule as StoppingRule
 
 
 def _power_law(c: float, a: float, alpha: float, epochs: int) -> list[float]:

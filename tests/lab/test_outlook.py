@@ -3,14 +3,19 @@
 from __future__ import annotations
 
 import math
+import sys
+from pathlib import Path
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from costtune.core.policy import OutlookRule, OutlookStopping, StopReason, outlook
-from costtune.core.policy.outlook import smoothed
+from costtune.core.policy import StopReason
 from costtune.errors import ConfigError
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
+
+from lab.outlook import OutlookRule, OutlookStopping, outlook, smoothed
 
 
 def test_outlook_of_a_curve_linear_in_log_epochs_is_its_true_end() -> None:
