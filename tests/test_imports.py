@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -22,6 +23,10 @@ def test_the_core_imports_without_ray_torch_or_optuna() -> None:
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == ""
+    # nor later, on any path: no import of them anywhere in the core's source, lazy ones included
+    lazy = re.compile(r"^\s*(?:from|import)\s+(ray|torch|optuna)\b", re.MULTILINE)
+    found = [f"{p.name}: {m.group(0).strip()}" for p in core.rglob("*.py") for m in lazy.finditer(p.read_text())]
+    assert found == []
 
 
 def test_lazy_facade_resolves_ray_names() -> None:

@@ -35,6 +35,16 @@ def test_the_pinned_ray_is_the_series_the_hooks_are_written_for() -> None:
     assert pinned is not None and pinned.group(1) == private.RAY_SERIES
 
 
+def test_the_cores_copy_of_rays_accelerator_labels_is_rays() -> None:
+    """The core bills Ray's node labels without importing Ray: its copy is Ray's set."""
+    from ray.util.accelerators import accelerators
+
+    from costtune.core.cost import RAY_ACCELERATOR_LABELS
+
+    ours = {v for k, v in vars(accelerators).items() if k.isupper() and isinstance(v, str)}
+    assert ours == RAY_ACCELERATOR_LABELS
+
+
 def test_staging_of_its_own_names_every_storage_context_made_meanwhile(tmp_path) -> None:
     before, init = StorageContext(str(tmp_path), "ray"), StorageContext.__init__
     with private.staging_of_its_own() as stamp:
