@@ -252,6 +252,74 @@ class RayASHA:
         return 0
 
 
+def run_dehb(table: Sequence[Curve], seed: int, budget: float) -> Simulation:
+    """DEHB (Awad et al. 2021, the ``dehb`` package) over a pool, through its ask/tell, with its
+    defaults (η = 3, its DE settings) and fidelities from the first rung's 5 epochs to the
+    pool's longest curve, on one worker until ``budget`` dollars are spent.
+
+    DEHB evaluates a configuration at a fidelity from scratch, as its own examples do: a job
+    of b epochs pays epochs 1..b, and a promotion reruns them. Its proposals are snapped to
+    the nearest unused recorded configuration (the same mapping as the other rows' searchers;
+    once every one has run, to the nearest of all), and a configuration it promotes keeps the
+    curve it was snapped to. A diverged (NaN) loss is told as +inf."""
+    import tempfile
+
+    import optuna
+    from ConfigSpace import Categorical, ConfigurationSpace, Float, Integer
+    from dehb import DEHB
+
+    from costtune.core.simulate import Epoch
+    from costtune.search.pool import SamplerPool
+
+    snap = SamplerPool(table, sampler=optuna.samplers.RandomSampler(seed=seed))
+    cs = ConfigurationSpace(seed=seed)
+    for name, d in snap.space.items():
+        if hasattr(d, "choices"):
+            cs.add(Categorical(name, list(d.choices)))
+        elif isinstance(d, optuna.distributions.IntDistribution):
+            cs.add(Integer(name, (d.low, d.high), log=d.log))
+        else:
+            cs.add(Float(name, (d.low, d.high), log=d.log))
+    longest = max(c.epochs for c in table)
+    sim = Simulation()
+    spent = clock = 0.0
+    snapped: dict[tuple[Any, ...], Curve] = {}
+    with tempfile.TemporaryDirectory() as tmp:
+        opt = DEHB(
+            cs=cs,
+            min_fidelity=min(5, longest),
+            max_fidelity=longest,
+            eta=3,
+            n_workers=1,
+            seed=seed,
+            output_path=tmp,
+            save_freq="end",
+            log_level="ERROR",
+        )
+        job_number = 0
+        while spent < budget:
+            job = opt.ask()
+            config = dict(job["config"])
+            key = tuple(sorted(config.items()))
+            if key not in snapped:
+                snapped[key] = snap.snap(config)
+            curve = snapped[key]
+            epochs = min(round(float(job["fidelity"])), curve.epochs)
+            trial = f"{curve.config_id}#{job_number}"
+            job_number += 1
+            loss = math.nan
+            for epoch in range(1, epochs + 1):
+                clock += float(curve.epoch_seconds[epoch - 1])
+                spent += float(curve.epoch_seconds[epoch - 1]) * curve.devices / 3600 * PRICE
+                loss = float(curve.val_loss[epoch - 1])
+                sim.epochs.append(Epoch(clock, trial, epoch, loss, spent))
+                if spent >= budget:
+                    break
+            sim.stopped_at[trial] = epochs
+            opt.tell(job, {"fitness": loss if math.isfinite(loss) else math.inf, "cost": float(epochs)})
+    return sim
+
+
 # --------------------------------------------------------------------------------- methods
 #: the methods a user would name: costtune's settings (ReplaySettings fields), or a peer. Each
 #: is written out in full (not relative to today's default), so a row means the same later.
@@ -294,6 +362,7 @@ METHODS: dict[str, dict[str, Any]] = {
     "rungs+rung-checks": {**OFF, "escalate": True, "rung_checks": 5},
     "optuna-sha": {"peer": "optuna-sha"},
     "ray-asha": {"peer": "ray-asha"},
+    "dehb": {"peer": "dehb"},  # DEHB's own search (the searcher column does not apply)
     "full": {"scheduler": "fifo", "stopping": "none"},  # every configuration to its last epoch
 }
 PEER_SETTINGS = {
@@ -301,6 +370,8 @@ PEER_SETTINGS = {
     "Optuna 5.0 defaults otherwise (min_early_stopping_rate=0, bootstrap_count=0)",
     "ray-asha": "ray.tune.schedulers.ASHAScheduler(grace_period=5, reduction_factor=5, max_t=<epochs>), "
     "Ray 2.60 defaults otherwise (brackets=1, stop_last_trials=True)",
+    "dehb": "dehb.DEHB(min_fidelity=5, max_fidelity=<epochs>, eta=3), dehb 0.1.1 defaults otherwise, "
+    "ask/tell, each evaluation from scratch, its own search",
 }
 
 
@@ -310,6 +381,9 @@ def run_method(method: str, table: Sequence[Curve], searcher: str, seed: int) ->
     with its options as they were by default) and ``seed``."""
     spec = dict(METHODS[method])
     peer = spec.pop("peer", None)
+    if peer == "dehb":
+        budget = sum(float(c.epoch_seconds.sum()) * c.devices for c in table) / 3600 * PRICE
+        return run_dehb(table, seed, budget)
     if searcher == "gp-fork":
         sys.path.insert(0, str(HERE))
         from optuna_forks.pools import GpPool
@@ -500,12 +574,14 @@ def main() -> None:
     took = time.perf_counter() - started
     print(
         f"# {len(rows)} runs in {took:.0f} s; searcher {args.searcher} on both sides; "
-        "budget = every configuration in full; failures count 1.0\n"
+        "budget = every configuration in full; failures count 1.0"
+        + ("; dehb: its own search" if "dehb" in set(frame.method) else "")
+        + "\n"
     )
     for family in dict.fromkeys(frame.family):
         print(table_markdown(frame, family, against))
-    for peer in against:
-        print(f"- {peer}: {PEER_SETTINGS.get(peer, peer)}")
+    for peer in [p for p in PEER_SETTINGS if p in set(frame.method)]:
+        print(f"- {peer}: {PEER_SETTINGS[peer]}")
 
 
 if __name__ == "__main__":

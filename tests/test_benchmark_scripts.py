@@ -408,3 +408,34 @@ def test_record_curves_writes_a_pool_costtune_replay_reads(tmp_path) -> None:
         (c.epoch_seconds > 0).all() and set(c.hyperparameters) >= {"lr", "width"} for c in curves.values()
     )
     assert not out.with_suffix(".gz.partial").exists()
+
+
+def test_the_dehb_peer_runs_its_own_search_over_a_pool_from_scratch_and_reproducibly() -> None:
+    """families.py's DEHB row: DEHB's ask/tell over a recorded pool, each evaluation from epoch 1,
+    a promoted configuration on the curve it was first snapped to, until the budget is spent."""
+    pytest.importorskip("dehb")
+    sys.path.insert(0, str(REPO / "benchmarks"))
+    import families
+
+    from costtune.core.curves import curves_from_frame
+
+    table = list(curves_from_frame(families.synthetic_pool("crossing", 1, configs=30, epochs=30)).values())
+    by_id = {c.config_id: c for c in table}
+    budget = sum(float(c.epoch_seconds.sum()) for c in table) / 3600 * families.PRICE
+    sim = families.run_dehb(table, 4, budget)
+    assert sim.total_usd >= budget and sim.total_usd - budget < 0.01 * budget
+    runs: dict[str, list[int]] = {}
+    for e in sim.epochs:
+        config_id = e.config_id.split("#")[0]
+        assert e.val_loss == by_id[config_id].val_loss[e.epoch - 1]
+        runs.setdefault(e.config_id, []).append(e.epoch)
+    assert all(epochs == list(range(1, len(epochs) + 1)) for epochs in runs.values())  # from scratch
+    fidelities = {}
+    for job, epochs in runs.items():
+        fidelities.setdefault(job.split("#")[0], set()).add(max(epochs))
+    assert any(len(f) > 1 for f in fidelities.values())  # promoted: the same curve, longer
+    again = families.run_dehb(table, 4, budget)
+    assert [(e.config_id, e.epoch) for e in again.epochs] == [(e.config_id, e.epoch) for e in sim.epochs]
+    assert [(e.config_id, e.epoch) for e in families.run_dehb(table, 5, budget).epochs] != [
+        (e.config_id, e.epoch) for e in sim.epochs
+    ]

@@ -25,7 +25,9 @@ def test_the_core_imports_without_ray_torch_or_optuna() -> None:
     assert out.stdout.strip() == ""
     # nor later, on any path: no import of them anywhere in the core's source, lazy ones included
     lazy = re.compile(r"^\s*(?:from|import)\s+(ray|torch|optuna)\b", re.MULTILINE)
-    found = [f"{p.name}: {m.group(0).strip()}" for p in core.rglob("*.py") for m in lazy.finditer(p.read_text())]
+    found = [
+        f"{p.name}: {m.group(0).strip()}" for p in core.rglob("*.py") for m in lazy.finditer(p.read_text())
+    ]
     assert found == []
 
 

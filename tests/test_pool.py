@@ -118,6 +118,18 @@ def test_each_proposal_runs_the_nearest_unused_recorded_configuration(kind) -> N
     assert len(searcher.study.get_trials(states=[optuna.trial.TrialState.COMPLETE])) == 25
 
 
+def test_snap_takes_the_nearest_unused_and_once_all_ran_the_nearest_of_all() -> None:
+    pool = _pool(n=4)
+    snapper = SamplerPool(pool, "tpe", seed=0)
+    target = snapper._params(pool[2])
+    assert snapper.snap(target) is pool[2]
+    assert snapper.snap(target) is not pool[2]  # used: the next nearest
+    while not snapper._used.all():
+        snapper.snap(target)
+    assert snapper.snap(target) is pool[2]  # every one ran: the nearest of all again
+    assert snapper.ask() is None  # and the sampler's pool is used up
+
+
 def test_the_gaussian_process_over_the_pool_finds_good_configurations_sooner_than_random_order() -> None:
     pool = _pool(n=300)
     target = sorted(c.val_loss[-1] for c in pool)[3]  # the 4th-best final loss

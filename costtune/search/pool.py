@@ -153,20 +153,24 @@ class SamplerPool:
         if self._used.all():
             return None
         trial = self.study.ask(fixed_distributions=self.space)
-        proposal = trial.params
-        # the nearest unused configuration (:func:`distance`); ties go to the earlier recorded one
+        curve = self.snap(trial.params)
+        self.study.tell(trial, state=self._optuna.trial.TrialState.FAIL)
+        self._pending[curve.config_id] = curve
+        return curve
+
+    def snap(self, proposal: dict[str, Any]) -> Curve:
+        """The recorded configuration nearest ``proposal`` (:func:`distance`) among the unused
+        ones, now used (all used: among all); ties go to the earlier recorded one."""
         at = np.array([_position(proposal[n], self.space[n]) for n in self._numeric])
         squared = ((self._coords - at) ** 2).sum(axis=1)
         squared += (
             self._labels != np.array([str(proposal[n]) for n in self._categorical], dtype=object)
         ).sum(axis=1)
-        squared[self._used] = np.inf
+        if not self._used.all():
+            squared[self._used] = np.inf
         index = int(np.argmin(squared))
         self._used[index] = True
-        curve = self._curves[index]
-        self.study.tell(trial, state=self._optuna.trial.TrialState.FAIL)
-        self._pending[curve.config_id] = curve
-        return curve
+        return self._curves[index]
 
     def tell(self, config_id: str, epoch: int, loss: float) -> None:
         """The configuration that ran ended at ``epoch`` with ``loss``: the sampler learns that
