@@ -29,10 +29,8 @@ from ray.tune.schedulers import ASHAScheduler
 from costtune.core.policy import (
     AsyncHyperband,
     Decision,
-    PromotionRule,
     Rung,
     RungEntry,
-    is_promotable,
 )
 from costtune.ray import CostAwareHyperBand
 
@@ -40,6 +38,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from lab.hyperband import LabHyperband
 from lab.outlook import OutlookRule, OutlookStopping
+from lab.promotion import PromotionRule, is_promotable
 from lab.stopping import LabStopping, LabStoppingRule
 
 #: the space the searchers' asks are timed over: mixed types, as a sweep's
@@ -149,7 +148,7 @@ def decisions_per_second(trials: int = 10_000, results_per_trial: int = 20, plai
     """Results decided per second by the pure policy: ``trials`` trials reporting in turn.
 
     Trials report round-robin (so every rung fills with the whole population, the
-    expensive case), rungs at 1/3/9 of 81 epochs, cost-share promotion; a stopped trial's
+    expensive case), rungs at 1/3/9 of 81 epochs; a stopped trial's
     later results are still decided (STOP at once).
     """
     rng = random.Random(0)
@@ -178,13 +177,13 @@ def core_table() -> None:
 def decision_latency(
     trials: int, epochs: int = 52, relative: bool = False, noise: float = 0.0
 ) -> tuple[float, float]:
-    """Median and p99 seconds of one decision (rungs with keep=floor + the outlook rule, or
+    """Median and p99 seconds of one decision (rungs + the outlook rule, or
     with ``relative`` + the relative-ROI stopper, ρ 0.3, sparing the best, noise-aware) when
     ``trials`` trials report round-robin for ``epochs`` epochs — every result decided.
     ``noise``: each loss times exp(noise · z), so that the noise-aware rule's estimate runs on
     the stops it judges."""
     rng = random.Random(0)
-    policy = AsyncHyperband(max_epochs=epochs, grace_epochs=5, eta=5, keep="floor")
+    policy = AsyncHyperband(max_epochs=epochs, grace_epochs=5, eta=5)
     outlook: OutlookStopping | LabStopping = OutlookStopping(OutlookRule(epochs, optimism=2.0))
     if relative:
         outlook = LabStopping(LabStoppingRule(min_relative_roi=0.3, spare_best=True, noise_aware=True))
@@ -215,7 +214,7 @@ def lookahead_latency(trials: int, lookahead: int | None, epochs: int = 52) -> t
     after another (one worker: the rungs fill to ``trials`` entries, the look-ahead's worst
     case), each until it is stopped. Curves: loss = final + 1/√epoch, finals random."""
     rng = random.Random(0)
-    policy = LabHyperband(max_epochs=epochs, grace_epochs=5, eta=5, keep="floor", lookahead=lookahead)
+    policy = LabHyperband(max_epochs=epochs, grace_epochs=5, eta=5, lookahead=lookahead)
     stopper = LabStopping(LabStoppingRule(min_relative_roi=0.3, spare_best=True, max_epochs=epochs))
     took: list[float] = []
     for i in range(trials):
@@ -368,9 +367,9 @@ def main() -> None:
     ray.init(num_cpus=2, include_dashboard=False, logging_level="WARNING", log_to_driver=False)
     schedulers = {
         "ray-asha": lambda: TimedASHA(max_t=args.iterations, grace_period=1, reduction_factor=3),
-        # the same rule as ASHA (promotion by loss, one bracket), so both do the same work
+        # one bracket, promotion by loss, as ASHA: both do the same work
         "costtune": lambda: TimedCostAwareHyperBand(
-            max_epochs=args.iterations, grace_epochs=1, eta=3, brackets=1, promotion="loss"
+            max_epochs=args.iterations, grace_epochs=1, eta=3, brackets=1
         ),
     }
     runs: dict[str, list[tuple[float, int, float]]] = {name: [] for name in schedulers}

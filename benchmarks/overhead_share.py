@@ -76,9 +76,7 @@ def run(kind: str, trials: int, epochs: int, epoch_seconds: float, workers: int,
     searcher = make_searcher(SearcherConfig(type=kind), "loss", "min", seed, max_concurrent=workers)
     if not searcher.set_search_properties("loss", "min", build_search_space(SPACE)):
         raise RuntimeError(f"{kind}: the searcher refused the space")
-    policy = AsyncHyperband(
-        epochs, min(DEFAULTS.grace_epochs, epochs), DEFAULTS.eta, DEFAULTS.brackets, keep=DEFAULTS.keep
-    )
+    policy = AsyncHyperband(epochs, min(DEFAULTS.grace_epochs, epochs), DEFAULTS.eta, DEFAULTS.brackets)
     asks: list[float] = []
     tells = [0.0]
     started = [0]

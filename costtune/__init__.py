@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 from costtune.core.cost import CostModel, roi
 from costtune.core.ledger import Ledger, LedgerSpec
-from costtune.core.policy import AsyncHyperband, Decision, PromotionRule, StopReason
+from costtune.core.policy import AsyncHyperband, Decision, StopReason
 from costtune.errors import BudgetExceeded, ConfigError, CosttuneError
 
 if TYPE_CHECKING:
@@ -41,7 +41,6 @@ __all__ = [
     "Decision",
     "Ledger",
     "LedgerSpec",
-    "PromotionRule",
     "StopReason",
     "SweepConfig",
     "SweepResult",

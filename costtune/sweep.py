@@ -56,6 +56,7 @@ from costtune.core.policy import (
     SweepBudget,
     SweepProgress,
 )
+from costtune.core.policy.hyperband import plain_geometry
 from costtune.core.run import ledger_spec, load_run_config
 from costtune.core.rundir import (
     EXPERIMENT_NAME,
@@ -990,6 +991,7 @@ def check_scheduler_state(config: SweepConfig, path: Path) -> None:
     saved = read_state(path)["policy"].get("geometry")
     if saved is None:
         return
+    saved = plain_geometry(saved)
     # a geometry names escalate and rung_checks only when on (a state saved before they existed
     # has neither)
     now, saved = (
@@ -1013,8 +1015,8 @@ def check_scheduler_state(config: SweepConfig, path: Path) -> None:
         saved.pop("hedge_judges")
     if saved == now:
         return
-    differ = [k for k in now if saved.get(k) != now[k]]
-    names = {k: k if k == "max_epochs" else f"scheduler.{k}" for k in now}
+    differ = [k for k in [*now, *(k for k in saved if k not in now)] if saved.get(k) != now.get(k)]
+    names = {k: k if k == "max_epochs" else f"scheduler.{k}" for k in [*now, *saved]}
     first = differ[0]
     if first in REMOVED_FIELDS["scheduler"]:
         raise ConfigError(
@@ -1022,7 +1024,7 @@ def check_scheduler_state(config: SweepConfig, path: Path) -> None:
             "version of costtune no longer has; finish the sweep with the version that started it"
         )
     raise ConfigError(
-        f"config.yaml: {names[first]} is {now[first]!r}, but the sweep ran with {saved.get(first)!r} "
+        f"config.yaml: {names[first]} is {now.get(first)!r}, but the sweep ran with {saved.get(first)!r} "
         f"(also differ: {', '.join(names[k] for k in differ[1:]) or 'nothing else'}); a resumed sweep "
         "keeps the scheduler it ran with: restore config.yaml"
     )

@@ -12,7 +12,6 @@ from costtune.cli import main
 from costtune.core.config import parse_config
 from costtune.core.estimate import estimate, expected_epochs_hyperband, expected_promotions
 from costtune.core.gate import check
-from costtune.core.policy import Keep
 from costtune.errors import ConfigError
 from tests.conftest import REPO, SMALL
 
@@ -45,9 +44,8 @@ GRID = {
 
 def test_expected_promotions_of_a_random_order_rung() -> None:
     assert expected_promotions(1, 5) == 1
-    assert expected_promotions(5, 5, Keep.CEIL) == pytest.approx(1 + 1 / 2 + 1 / 3 + 1 / 4 + 1 / 5)
-    assert expected_promotions(5, 3, Keep.CEIL) == pytest.approx(1 + 1 / 2 + 1 / 3 + 2 / 4 + 2 / 5)
-    # keep=floor (the default), Optuna's max(1, ⌊k/η⌋): one until the rung holds 2η, then two
+    assert expected_promotions(5, 5) == pytest.approx(1 + 1 / 2 + 1 / 3 + 1 / 4 + 1 / 5)
+    # Optuna's max(1, ⌊k/η⌋): one until the rung holds 2η, then two
     assert expected_promotions(7, 3) == pytest.approx(1 + 1 / 2 + 1 / 3 + 1 / 4 + 1 / 5 + 2 / 6 + 2 / 7)
 
 
@@ -61,18 +59,14 @@ def test_the_estimate_follows_the_rungs() -> None:
 
 
 @given(st.floats(0.01, 500), st.integers(2, 8))
-def test_expected_promotions_lie_between_synchronous_and_all(n, eta) -> None:
-    ceil = expected_promotions(n, eta, Keep.CEIL)
-    assert n / eta - 1e-9 <= ceil <= n + 1e-9
-    assert 0 < expected_promotions(n, eta, Keep.FLOOR) <= ceil + 1e-9
+def test_expected_promotions_lie_between_one_and_all(n, eta) -> None:
+    promoted = expected_promotions(n, eta)
+    assert min(n, 1.0) - 1e-9 <= promoted <= n + 1e-9  # at least one goes on, never more than came
+    assert promoted <= expected_promotions(n + 1, eta) + 1e-9  # more arrivals, no fewer promoted
 
 
 def test_expected_epochs_of_one_bracket_worked_by_hand() -> None:
-    # 5 trials, rungs at 1 and 3, max 9, η = 3
-    p1 = 1 + 1 / 2 + 1 / 3 + 2 / 4 + 2 / 5
-    p2 = 1 + 1 / 2 + (p1 - 2) * 1 / 3
-    assert expected_epochs_hyperband(5, 9, 1, 3, 1, Keep.CEIL) == pytest.approx(5 * 1 + p1 * 2 + p2 * 6)
-    # keep=floor: max(1, ⌊k/3⌋) is 1 for the first five arrivals
+    # 5 trials, rungs at 1 and 3, max 9, η = 3: max(1, ⌊k/3⌋) is 1 for the first five arrivals
     p1 = 1 + 1 / 2 + 1 / 3 + 1 / 4 + 1 / 5
     p2 = 1 + 1 / 2 + (p1 - 2) * 1 / 3
     assert expected_epochs_hyperband(5, 9, 1, 3, 1) == pytest.approx(5 * 1 + p1 * 2 + p2 * 6)

@@ -73,7 +73,7 @@ def test_curves_table_is_validated() -> None:
 
 def test_simulator_drives_the_policy_like_the_golden_sequence(table_path) -> None:
     curves = list(load_curves(str(table_path)).values())
-    policy = AsyncHyperband(max_epochs=9, grace_epochs=1, eta=3, brackets=1, promotion="loss")
+    policy = AsyncHyperband(max_epochs=9, grace_epochs=1, eta=3, brackets=1)
     sim = simulate(curves, policy, workers=1, usd_per_device_hour=1.0)
     assert sim.stopped_at == {"t0": 9, "t1": 9, "t2": 1, "t3": 9, "t4": 1, "t5": 3}
     # one worker: the clock is every epoch run back to back (the host's decision time is not
@@ -97,7 +97,7 @@ def test_simulator_is_deterministic_on_tied_epoch_times() -> None:
     ]
     logs = set()
     for _ in range(30):
-        policy = AsyncHyperband(max_epochs=9, grace_epochs=1, eta=3, brackets=1, promotion="loss")
+        policy = AsyncHyperband(max_epochs=9, grace_epochs=1, eta=3, brackets=1)
         sim = simulate(curves, policy, workers=4, usd_per_device_hour=1.0)
         logs.add(tuple((e.clock_s, e.config_id, e.epoch) for e in sim.epochs))
     assert len(logs) == 1
@@ -119,7 +119,7 @@ def test_simulator_feeds_the_stopper_every_epoch_as_ray_does(table_path) -> None
             self.reports += 1
 
     curves = list(load_curves(str(table_path)).values())
-    policy = AsyncHyperband(max_epochs=9, grace_epochs=1, eta=3, brackets=1, promotion="loss")
+    policy = AsyncHyperband(max_epochs=9, grace_epochs=1, eta=3, brackets=1)
     stopping = Counting()
     sim = simulate(curves, policy, stopping=stopping, workers=1, usd_per_device_hour=1.0)
     assert sim.stopped_at == {"t0": 9, "t1": 9, "t2": 1, "t3": 9, "t4": 1, "t5": 3}  # no rule: stops none
@@ -228,7 +228,7 @@ def test_replay_trainable_in_ray_decides_like_the_simulator(ray_session, table_p
     # the simulator, fed the configurations in the order Ray ran them (one at a time),
     # decides exactly what the Ray run decided
     curves = load_curves(str(table_path))
-    policy = AsyncHyperband(max_epochs=9, grace_epochs=1, eta=3, brackets=1, promotion="loss")
+    policy = AsyncHyperband(max_epochs=9, grace_epochs=1, eta=3, brackets=1)
     expected = simulate([curves[c] for c in ran], policy, workers=1).stopped_at
     assert frame["epochs"].to_dict() == expected
     if ran == list(CURVES):  # Tune started them in grid order: the hand-worked golden list
@@ -273,7 +273,7 @@ def test_simulator_asks_a_searcher_and_tells_it_how_each_trial_ended(table_path)
         config_id = next(order, None)
         return None if config_id is None else curves[config_id]
 
-    policy = AsyncHyperband(max_epochs=9, grace_epochs=1, eta=3, brackets=1, promotion="loss")
+    policy = AsyncHyperband(max_epochs=9, grace_epochs=1, eta=3, brackets=1)
     sim = simulate([], policy, next_curve=next_curve, on_trial_end=lambda *end: told.append(end))
     assert [t for t, _, _ in told] == ["t3", "t0", "t4"]
     assert sim.stopped_at == {"t3": 9, "t0": 1, "t4": 1}  # after t3, both are worse at rung 1

@@ -389,6 +389,22 @@ def test_a_resume_refuses_a_config_edited_away_from_the_scheduler_that_ran(small
     (tmp_path / "escalated_state.json").write_text(json.dumps(state))
     with pytest.raises(ConfigError, match=r"^scheduler state: the sweep ran with scheduler.escalate True"):
         check_scheduler_state(parse_config(config), tmp_path / "escalated_state.json")
+    # the rungs' rule and count, once options: a state that held today's resumes, another is refused
+    for key, value, fine in (
+        ("promotion", "loss", True),
+        ("keep", "floor", True),
+        ("promotion", "pareto", False),
+    ):
+        state = json.loads((run / "scheduler_state.json").read_text())
+        state["policy"]["geometry"][key] = value
+        (tmp_path / "older_state.json").write_text(json.dumps(state))
+        if fine:
+            check_scheduler_state(parse_config(config), tmp_path / "older_state.json")
+            continue
+        with pytest.raises(
+            ConfigError, match=rf"^scheduler state: the sweep ran with scheduler.{key} '{value}'"
+        ):
+            check_scheduler_state(parse_config(config), tmp_path / "older_state.json")
     # a state file damaged by hand is named, not a traceback
     config["scheduler"]["eta"] = 3
     (run / "config.yaml").write_text(yaml.safe_dump(config))

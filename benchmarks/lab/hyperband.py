@@ -16,18 +16,9 @@ from typing import Any
 from costtune.core.policy import Decision, StopReason
 from costtune.core.policy.defaults import DEFAULTS
 from costtune.core.policy.hyperband import AsyncHyperband, TrialState, _decode, _encode, bracket_weights
-from costtune.core.policy.successive_halving import (
-    Keep,
-    PromotionRule,
-    Rung,
-    RungEntry,
-    _key,
-    is_promotable,
-    promoted_count,
-    rung_epochs,
-    validate_geometry,
-)
+from costtune.core.policy.successive_halving import Rung, RungEntry, _key, rung_epochs, validate_geometry
 from costtune.errors import ConfigError
+from lab.promotion import Keep, PromotionRule, is_promotable, promoted_count
 
 #: ``warmup_trials: auto`` holds back at most this share of a sweep's trials
 WARMUP_MAX_SHARE = 0.1
@@ -166,8 +157,8 @@ class LabHyperband(AsyncHyperband):
         grace_epochs: int = DEFAULTS.grace_epochs,
         eta: int = DEFAULTS.eta,
         brackets: int | None = DEFAULTS.brackets,
-        promotion: PromotionRule | str = DEFAULTS.promotion,
-        keep: Keep | str = DEFAULTS.keep,
+        promotion: PromotionRule | str = PromotionRule.LOSS,
+        keep: Keep | str = Keep.FLOOR,
         lookahead: int | None = None,
         warmup_trials: int | None = None,
         escalate: bool = False,
@@ -209,7 +200,16 @@ class LabHyperband(AsyncHyperband):
         self.lookahead = _positive_or_none(lookahead, "lookahead")
         self.escalate = bool(escalate)
         self.hedge = bool(hedge)
-        super().__init__(max_epochs, grace_epochs, eta, brackets, promotion, keep)
+        try:
+            self.promotion = PromotionRule(promotion)
+        except ValueError:
+            choices = ", ".join(r.value for r in PromotionRule)
+            raise ConfigError(f"scheduler.promotion: must be one of {choices}; got {promotion!r}") from None
+        try:
+            self.keep = Keep(keep)
+        except ValueError:
+            raise ConfigError(f"scheduler.keep: must be one of ceil, floor; got {keep!r}") from None
+        super().__init__(max_epochs, grace_epochs, eta, brackets)
         #: (``hedge``) whether a full run the first rung would have pruned has been the sweep's
         #: best: from then on every new trial goes to the bracket without rungs
         self.switched = False
@@ -282,7 +282,7 @@ class LabHyperband(AsyncHyperband):
             and len(rung) < self.warmup_trials
             and not (self.escalate and state.bracket > 0)
         )
-        if warming_up or not is_promotable(trial_id, rung, self.eta, self.promotion, self.keep):
+        if warming_up or not self._promotable(trial_id, rung):
             if self.rung_checks and not warming_up and self._check(trial_id, state, rung_at, loss):
                 return Decision.CONTINUE
             state.stop_reason = StopReason.RUNG_PRUNED
@@ -593,9 +593,16 @@ class LabHyperband(AsyncHyperband):
                 self.version += 1
 
     # ------------------------------------------------------------------- state
+    def _promotable(self, trial_id: str, rung: Rung) -> bool:
+        if self.promotion is PromotionRule.LOSS and self.keep is Keep.FLOOR:
+            return super()._promotable(trial_id, rung)
+        return is_promotable(trial_id, rung, self.eta, self.promotion, self.keep)
+
     def geometry(self) -> dict[str, Any]:
         return {
             **super().geometry(),
+            **({"promotion": self.promotion.value} if self.promotion is not PromotionRule.LOSS else {}),
+            **({"keep": self.keep.value} if self.keep is not Keep.FLOOR else {}),
             **({"escalate": True} if self.escalate else {}),
             **({"rung_checks": self.rung_checks} if self.rung_checks else {}),
             **({"hedge": True} if self.hedge else {}),

@@ -22,7 +22,7 @@ from typing import Any
 
 from costtune.core.config import SweepConfig, planned_trials
 from costtune.core.cost import device_hours, is_gpu
-from costtune.core.policy import Keep, bracket_weights, max_bracket_index, rung_epochs
+from costtune.core.policy import bracket_weights, max_bracket_index, rung_epochs
 from costtune.core.policy.successive_halving import promoted_count
 from costtune.errors import ConfigError
 
@@ -54,9 +54,9 @@ class Estimate:
         return asdict(self)
 
 
-def expected_promotions(arrivals: float, eta: int, keep: Keep = Keep.FLOOR) -> float:
+def expected_promotions(arrivals: float, eta: int) -> float:
     """Σ_{k=1}^{n} c(k)/k: trials an asynchronous rung promotes out of n random-order arrivals,
-    c(k) = ⌈k/η⌉ (``keep=ceil``) or max(1, ⌊k/η⌋) (``keep=floor``).
+    c(k) = max(1, ⌊k/η⌋).
 
     Fractional ``arrivals`` (an expectation from the rung below) interpolate linearly.
     """
@@ -64,7 +64,7 @@ def expected_promotions(arrivals: float, eta: int, keep: Keep = Keep.FLOOR) -> f
         return 0.0
 
     def share(k: int) -> float:
-        return promoted_count(k, eta, keep) / k
+        return promoted_count(k, eta) / k
 
     whole = math.floor(arrivals)
     total = sum(share(k) for k in range(1, whole + 1))
@@ -80,7 +80,6 @@ def expected_epochs_hyperband(
     grace_epochs: int,
     eta: int,
     brackets: int | None,
-    keep: Keep = Keep.FLOOR,
 ) -> float:
     """Expected epochs of an asynchronous Hyperband sweep (see the module docstring)."""
     most = max_bracket_index(grace_epochs, eta, max_epochs) + 1
@@ -95,7 +94,7 @@ def expected_epochs_hyperband(
             total += arrivals * (epochs - done)
             done = epochs
             if i < len(ladder) - 1:
-                arrivals = expected_promotions(arrivals, eta, keep)
+                arrivals = expected_promotions(arrivals, eta)
     return total
 
 
@@ -134,7 +133,7 @@ def estimate(
     s = config.scheduler
     if s.type == "cost_aware_hyperband":
         expected_epochs = expected_epochs_hyperband(
-            trials, config.max_epochs, s.grace_epochs, s.eta, s.brackets, Keep.FLOOR
+            trials, config.max_epochs, s.grace_epochs, s.eta, s.brackets
         )
         geometry = (
             f"CostAwareHyperBand: rungs at {rung_epochs(s.grace_epochs, s.eta, config.max_epochs)} epochs, "

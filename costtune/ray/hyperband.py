@@ -22,7 +22,7 @@ from costtune.core.cost import CostModel
 from costtune.core.direction import Direction
 from costtune.core.files import write_json_atomic
 from costtune.core.ledger import RESULT
-from costtune.core.policy import AsyncHyperband, Decision, PromotionRule, StopReason
+from costtune.core.policy import AsyncHyperband, Decision, StopReason
 from costtune.core.policy.defaults import DEFAULTS
 from costtune.core.rundir import relocated
 from costtune.errors import ConfigError
@@ -40,7 +40,9 @@ _TO_RAY = {
 
 
 class CostAwareHyperBand(GovernedMixin, FIFOScheduler):
-    """Asynchronous Hyperband whose rung promotions weigh metered dollars.
+    """Asynchronous Hyperband on metered dollars: the rungs of
+    :class:`~costtune.core.policy.AsyncHyperband` (a rung keeps its top max(1, ⌊n/η⌋) by
+    loss), each result priced from what the trial held, and the sweep's caps and budget.
 
     Args:
         metric: metric to optimise; usually set through ``TuneConfig``.
@@ -49,9 +51,6 @@ class CostAwareHyperBand(GovernedMixin, FIFOScheduler):
         grace_epochs: r, the first rung (default 5).
         eta: η, reduction factor; 1/η of a rung goes on (default 5: the top 20%).
         brackets: number of Hyperband brackets (default 1; ``None``: all that fit).
-        promotion: ``loss`` (default), ``cost_share`` or ``pareto``.
-        keep: ``floor`` (default: max(1, ⌊n/η⌋) of a rung go on, as Optuna's pruners)
-            or ``ceil`` (⌈n/η⌉, as ASHA).
         cost_model: prices; default A100 at $2.50 per GPU-hour, CPU per core-hour.
         time_attr: result field that counts epochs (default ``training_iteration``).
         seconds_field: result field of metered seconds (default ``time_total_s``;
@@ -74,8 +73,6 @@ class CostAwareHyperBand(GovernedMixin, FIFOScheduler):
         grace_epochs: int = DEFAULTS.grace_epochs,
         eta: int = DEFAULTS.eta,
         brackets: int | None = DEFAULTS.brackets,
-        promotion: PromotionRule | str = DEFAULTS.promotion,
-        keep: str = DEFAULTS.keep,
         cost_model: CostModel | None = None,
         time_attr: str = "training_iteration",
         seconds_field: str = "time_total_s",
@@ -91,7 +88,7 @@ class CostAwareHyperBand(GovernedMixin, FIFOScheduler):
             raise ConfigError(f"mode: must be 'min' or 'max', got {mode!r}")
         self._metric = metric
         self._mode = mode
-        self._policy = AsyncHyperband(max_epochs, grace_epochs, eta, brackets, promotion, keep)
+        self._policy = AsyncHyperband(max_epochs, grace_epochs, eta, brackets)
         self.cost_model = cost_model or CostModel()
         self.time_attr = time_attr
         self.seconds_field = seconds_field

@@ -39,7 +39,7 @@ def test_golden_decisions_on_recorded_curves() -> None:
     #  t0 first at both rungs → on; t1 best so far at both → on; t2 3rd of 3 at rung 1
     #  (share 1) → pruned; t3 best → on; t4 5th of 5 → pruned; t5 best at rung 1 (0.2)
     #  but 4th of 4 at rung 3 (0.2 > 0.1667) → pruned at epoch 3.
-    policy = AsyncHyperband(max_epochs=9, grace_epochs=1, eta=3, brackets=1, promotion="loss")
+    policy = AsyncHyperband(max_epochs=9, grace_epochs=1, eta=3, brackets=1)
     assert _run_one_worker(policy, CURVES) == [
         ("t0", 9, StopReason.COMPLETED),
         ("t1", 9, StopReason.COMPLETED),
@@ -48,29 +48,6 @@ def test_golden_decisions_on_recorded_curves() -> None:
         ("t4", 1, StopReason.RUNG_PRUNED),
         ("t5", 3, StopReason.RUNG_PRUNED),
     ]
-
-
-def test_cost_share_lets_cheap_trials_through_where_loss_would_not() -> None:
-    costs = {"a": 10.0, "b": 0.1, "c": 0.1, "d": 0.1}
-    decisions = {}
-    for rule in ("loss", "cost_share"):
-        policy = AsyncHyperband(max_epochs=9, grace_epochs=1, eta=3, brackets=1, promotion=rule)
-        for trial in "abcd":
-            policy.on_add(trial)
-        # a is the best and expensive; it arrives first, then b, c, d in loss order
-        decisions[rule] = [
-            policy.on_result(t, 1, loss, costs[t])
-            for t, loss in zip("abcd", [0.1, 0.2, 0.3, 0.4], strict=True)
-        ]
-    C, S = Decision.CONTINUE, Decision.STOP
-    assert decisions["loss"] == [C, S, S, S]  # b: 1 ahead of 2/3; c: 2 ahead of 1; d: 3 ahead of 4/3
-    assert decisions["cost_share"] == [C, S, S, S]  # a holds $10 of $10.x: nobody else fits
-    policy = AsyncHyperband(max_epochs=9, grace_epochs=1, eta=3, brackets=1, promotion="cost_share")
-    cheap_first = [policy.on_result(t, 1, loss, costs[t]) for t, loss in [("b", 0.1), ("c", 0.2), ("d", 0.3)]]
-    assert cheap_first == [C, S, S]  # equal costs: plain ⌈n/η⌉ behaviour
-    # a is worst but holds almost all of the rung's $10.3: the cheap trials ahead of it use
-    # $0.3 of the $3.43 share, so by the rule's letter it goes on (documented edge case)
-    assert policy.on_result("a", 1, 0.4, costs["a"]) is C
 
 
 def test_bracket_weights_match_hyperband_table() -> None:
@@ -98,7 +75,6 @@ def test_a_bracket_starts_its_trials_at_grace_times_eta_to_the_s() -> None:
     ("kwargs", "field"),
     [
         ({"brackets": 3}, "scheduler.brackets"),
-        ({"promotion": "roi"}, "scheduler.promotion"),
         ({"eta": 1}, "scheduler.eta"),
     ],
 )
@@ -108,13 +84,13 @@ def test_bad_arguments_name_the_field(kwargs, field) -> None:
 
 
 def test_state_dict_round_trip_continues_with_the_same_decisions() -> None:
-    whole = AsyncHyperband(max_epochs=9, grace_epochs=1, eta=3, promotion="cost_share")
+    whole = AsyncHyperband(max_epochs=9, grace_epochs=1, eta=3)
     expected = _run_one_worker(whole, CURVES)
     first_half = dict(list(CURVES.items())[:3])
     second_half = dict(list(CURVES.items())[3:])
-    before = AsyncHyperband(max_epochs=9, grace_epochs=1, eta=3, promotion="cost_share")
+    before = AsyncHyperband(max_epochs=9, grace_epochs=1, eta=3)
     log = _run_one_worker(before, first_half)
-    after = AsyncHyperband(max_epochs=9, grace_epochs=1, eta=3, promotion="cost_share")
+    after = AsyncHyperband(max_epochs=9, grace_epochs=1, eta=3)
     after.load_state_dict(json.loads(json.dumps(before.state_dict())))
     log += _run_one_worker(after, second_half)
     assert log == expected
@@ -129,9 +105,9 @@ curve_sets = st.dictionaries(
 
 
 @settings(max_examples=50, deadline=None)
-@given(curve_sets, st.randoms(use_true_random=False), st.sampled_from(["loss", "cost_share", "pareto"]))
-def test_a_stopped_trial_never_continues_and_stops_only_at_rungs(curves, rnd, rule) -> None:
-    policy = AsyncHyperband(max_epochs=27, grace_epochs=1, eta=3, promotion=rule)
+@given(curve_sets, st.randoms(use_true_random=False))
+def test_a_stopped_trial_never_continues_and_stops_only_at_rungs(curves, rnd) -> None:
+    policy = AsyncHyperband(max_epochs=27, grace_epochs=1, eta=3)
     epoch = dict.fromkeys(curves, 0)
     stopped: dict[str, int] = {}
     live = list(curves)
@@ -162,8 +138,15 @@ def test_saved_rung_state_is_refused_by_a_scheduler_of_another_geometry() -> Non
     assert same.state_dict() == state
     with pytest.raises(ConfigError, match=r"^scheduler state: .*eta 3 then, 4 now"):
         AsyncHyperband(max_epochs=27, grace_epochs=1, eta=4).load_state_dict(state)
-    with pytest.raises(ConfigError, match=r"keep 'floor' then, 'ceil' now"):
-        AsyncHyperband(max_epochs=27, grace_epochs=1, eta=3, keep="ceil").load_state_dict(state)
+    # a state saved when the rungs' rule and count were options reads as today's where they
+    # held today's rule; any other is refused
+    old = {**state, "geometry": {**state["geometry"], "promotion": "loss", "keep": "floor"}}
+    same.load_state_dict(old)
+    assert same.state_dict() == state
+    for key, value in (("keep", "ceil"), ("promotion", "pareto")):
+        other = {**state, "geometry": {**state["geometry"], key: value}}
+        with pytest.raises(ConfigError, match=rf"{key} '{value}' then, None now"):
+            AsyncHyperband(max_epochs=27, grace_epochs=1, eta=3).load_state_dict(other)
 
 
 # ----------------------------------------------------------------- look-ahead between rungs

@@ -8,8 +8,6 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from costtune.core.policy import (
-    Keep,
-    PromotionRule,
     Rung,
     RungEntry,
     is_promotable,
@@ -56,42 +54,21 @@ def _rung(losses, costs) -> dict[str, RungEntry]:
     return {name: RungEntry(loss, cost) for name, loss, cost in zip("abcdefgh", losses, costs, strict=False)}
 
 
-def _promoted(rung, eta, rule, keep=Keep.FLOOR) -> str:
-    return "".join(t for t in rung if is_promotable(t, rung, eta, rule, keep))
+def _promoted(rung, eta) -> str:
+    return "".join(t for t in rung if is_promotable(t, rung, eta))
 
 
-def test_loss_rule_promotes_floor_n_over_eta_by_default_and_ceil_on_request() -> None:
+def test_a_rung_keeps_floor_n_over_eta_by_loss_and_never_none() -> None:
     rung = _rung([0.1, 0.2, 0.3, 0.4, 0.5, 0.6], [1] * 6)
-    assert "".join(t for t in rung if is_promotable(t, rung, 5, PromotionRule.LOSS)) == "a"  # ⌊6/5⌋
-    assert _promoted(rung, 5, PromotionRule.LOSS, Keep.CEIL) == "ab"  # ⌈6/5⌉ = 2
+    assert _promoted(rung, 5) == "a"  # ⌊6/5⌋
+    assert _promoted(_rung([0.4, 0.1, 0.3, 0.2, 0.5, 0.6, 0.7, 0.8], [1] * 8), 4) == "bd"  # ⌊8/4⌋
     few = _rung([0.1, 0.2, 0.3], [1] * 3)
-    assert _promoted(few, 5, PromotionRule.LOSS) == "a"  # max(1, ⌊3/5⌋): never none
-
-
-@pytest.mark.parametrize(
-    ("costs", "expected"),
-    [
-        ([1, 1, 1, 1, 6], "ab"),  # the share is $2: a and b start below it
-        ([6, 1, 1, 1, 1], "a"),  # the best trial is expensive: it alone holds the share
-        ([0.5, 0.5, 0.5, 0.5, 8], "abcd"),  # cheap leaders let more through
-    ],
-)
-def test_cost_share_rule_promotes_best_by_loss_until_a_fifth_of_the_dollars(costs, expected) -> None:
-    rung = _rung([0.1, 0.2, 0.3, 0.4, 0.5], costs)
-    assert _promoted(rung, 5, PromotionRule.COST_SHARE) == expected
-
-
-def test_pareto_rule_prefers_the_cheap_non_dominated_trial() -> None:
-    # (loss, $): a (.1, 5) b (.2, 1) c (.3, 2) d (.4, .5) e (.5, 3); c is dominated by b
-    rung = _rung([0.1, 0.2, 0.3, 0.4, 0.5], [5, 1, 2, 0.5, 3])
-    assert pareto_fronts([(e.loss, e.cost_usd) for e in rung.values()]) == [0, 0, 1, 0, 2]
-    assert _promoted(rung, 2, PromotionRule.PARETO, Keep.CEIL) == "abd"  # ⌈5/2⌉, front 0 first
-    assert _promoted(rung, 2, PromotionRule.PARETO) == "ab"  # ⌊5/2⌋
+    assert _promoted(few, 5) == "a"  # max(1, ⌊3/5⌋): never none
 
 
 def test_first_trial_at_a_rung_goes_on_and_nan_never_does() -> None:
-    assert is_promotable("a", _rung([0.3], [1.0]), 5, PromotionRule.COST_SHARE)
-    assert not is_promotable("a", _rung([math.nan], [1.0]), 5, PromotionRule.LOSS)
+    assert is_promotable("a", _rung([0.3], [1.0]), 5)
+    assert not is_promotable("a", _rung([math.nan], [1.0]), 5)
 
 
 rungs = st.lists(
@@ -103,64 +80,35 @@ rungs = st.lists(
 
 
 @given(rungs, st.integers(2, 8))
-def test_loss_rule_promotes_exactly_ceil_n_over_eta(points, eta) -> None:
-    rung = {f"t{i}": RungEntry(loss, cost) for i, (loss, cost) in enumerate(points)}
-    promoted = [t for t in rung if is_promotable(t, rung, eta, PromotionRule.LOSS, Keep.CEIL)]
-    assert len(promoted) == math.ceil(len(rung) / eta)
-
-
-@given(rungs, st.integers(2, 8))
 def test_floor_keep_promotes_exactly_optunas_count(points, eta) -> None:
     """keep=floor promotes max(1, ⌊n/η⌋) of a rung, as Optuna's SuccessiveHalvingPruner."""
     rung = {f"t{i}": RungEntry(loss, cost) for i, (loss, cost) in enumerate(points)}
     fast = Rung(rung.items())
     for r in (rung, fast):
-        promoted = [t for t in r if is_promotable(t, r, eta, PromotionRule.LOSS, Keep.FLOOR)]
+        promoted = [t for t in r if is_promotable(t, r, eta)]
         assert len(promoted) == max(1, len(rung) // eta)
         assert set(promoted) == set(sorted(rung, key=lambda t: (rung[t].loss, t))[: len(promoted)])
-
-
-def test_keep_floor_is_stricter_than_ceil_from_the_second_trial() -> None:
-    rung = Rung((f"t{i}", RungEntry(float(i), 1.0)) for i in range(9))  # t0 best … t8 worst
-    assert is_promotable("t1", rung, 5, PromotionRule.LOSS, Keep.CEIL)  # ⌈9/5⌉ = 2
-    assert not is_promotable("t1", rung, 5, PromotionRule.LOSS, Keep.FLOOR)  # max(1, ⌊9/5⌋) = 1
-    alone = Rung([("first", RungEntry(3.0, 1.0))])
-    assert is_promotable("first", alone, 5, PromotionRule.LOSS, Keep.FLOOR)  # at least one goes on
-
-
-@given(rungs, st.integers(2, 8), st.sampled_from([PromotionRule.LOSS, PromotionRule.COST_SHARE]))
-def test_cost_never_outranks_quality(points, eta, rule) -> None:
-    """The promoted trials are a best-by-loss prefix holding less than 1/η of the weight before the last."""
-    rung = {f"t{i}": RungEntry(loss, cost) for i, (loss, cost) in enumerate(points)}
-    by_loss = sorted(rung, key=lambda t: rung[t].loss)
-    promoted = {t for t in rung if is_promotable(t, rung, eta, rule)}
-    assert promoted == set(by_loss[: len(promoted)])
-    assert promoted  # the best trial always goes on
-    weight = (lambda t: rung[t].cost_usd) if rule is PromotionRule.COST_SHARE else (lambda t: 1.0)
-    before_last = sum(weight(t) for t in by_loss[: len(promoted) - 1])
-    assert before_last < sum(weight(t) for t in rung) / eta
 
 
 @given(
     st.lists(
         st.tuples(
             st.one_of(st.integers(0, 30).map(float), st.just(math.nan)),  # ties and NaNs on purpose
-            st.integers(0, 50).map(float),  # whole dollars: both ways of summing are exact
+            st.integers(0, 50).map(float),
         ),
         min_size=1,
         max_size=700,  # past two block splits
     ),
     st.integers(2, 6),
-    st.sampled_from([PromotionRule.LOSS, PromotionRule.COST_SHARE]),
 )
-def test_rung_answers_like_the_plain_dict_at_every_arrival(points, eta, rule) -> None:
+def test_rung_answers_like_the_plain_dict_at_every_arrival(points, eta) -> None:
     """The block-sorted Rung gives the one-pass answer for each trial as it arrives."""
     fast, plain = Rung(), {}
     for i, (loss, cost) in enumerate(points):
         trial, entry = f"t{i:04d}", RungEntry(loss, cost)
         fast.record(trial, entry)
         plain[trial] = entry
-        assert is_promotable(trial, fast, eta, rule) == is_promotable(trial, plain, eta, rule)
+        assert is_promotable(trial, fast, eta) == is_promotable(trial, plain, eta)
     assert dict(fast) == plain
     ranked = sorted(math.inf if math.isnan(e.loss) else e.loss for e in plain.values())
     assert [fast.nth_loss(k) for k in range(len(fast))] == ranked  # across block splits
@@ -182,11 +130,10 @@ def test_rung_past_many_block_splits_matches_the_plain_dict() -> None:
         fast.record(trial, entry)
         plain[trial] = entry
         if i % 37 == 0:
-            for rule in (PromotionRule.LOSS, PromotionRule.COST_SHARE):
-                assert is_promotable(trial, fast, 5, rule) == is_promotable(trial, plain, 5, rule)
+            assert is_promotable(trial, fast, 5) == is_promotable(trial, plain, 5)
     assert len(fast._keys) >= 8
     for probe in rng.sample(sorted(plain), 50):
-        assert fast.ahead(probe)[0] == sum((e.loss, t) < (plain[probe].loss, probe) for t, e in plain.items())
+        assert fast.ahead(probe) == sum((e.loss, t) < (plain[probe].loss, probe) for t, e in plain.items())
 
 
 def _fronts_by_definition(points):

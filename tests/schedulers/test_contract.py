@@ -53,7 +53,7 @@ def test_scheduler_contract(name, tmp_path) -> None:
 
 def test_hyperband_state_survives_tunes_restore(tmp_path) -> None:
     scheduler = CostAwareHyperBand(
-        max_epochs=9, grace_epochs=1, eta=3, brackets=1, promotion="loss", state_path=tmp_path / "state.json"
+        max_epochs=9, grace_epochs=1, eta=3, brackets=1, state_path=tmp_path / "state.json"
     )
     scheduler.set_search_properties("loss", "min")
     built = pickle.dumps(scheduler)  # what Tune pickles when the Tuner is built
@@ -122,11 +122,8 @@ SWEEPS = {
     "hyperband": lambda tmp: CostAwareHyperBand(
         max_epochs=MAX_EPOCHS, grace_epochs=1, eta=3, state_path=tmp / "state.json"
     ),
-    "hyperband-2-brackets-ceil": lambda tmp: CostAwareHyperBand(
-        max_epochs=MAX_EPOCHS, grace_epochs=1, eta=3, brackets=2, keep="ceil", state_path=tmp / "state.json"
-    ),
-    "hyperband-pareto": lambda tmp: CostAwareHyperBand(
-        max_epochs=MAX_EPOCHS, grace_epochs=1, eta=3, promotion="pareto", state_path=tmp / "state.json"
+    "hyperband-2-brackets": lambda tmp: CostAwareHyperBand(
+        max_epochs=MAX_EPOCHS, grace_epochs=1, eta=3, brackets=2, state_path=tmp / "state.json"
     ),
     "fifo": lambda tmp: CostAwareFIFO(Governor(usd_per_second=1.0)),
 }

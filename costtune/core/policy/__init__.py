@@ -17,8 +17,6 @@ from costtune.core.policy.stopping import (
     metric_reason,
 )
 from costtune.core.policy.successive_halving import (
-    Keep,
-    PromotionRule,
     Rung,
     RungEntry,
     is_promotable,
@@ -32,11 +30,9 @@ __all__ = [
     "Exploit",
     "Governor",
     "IdleTracker",
-    "Keep",
     "MarginalRoiStopping",
     "Member",
     "Mutation",
-    "PromotionRule",
     "ReasonSource",
     "Rung",
     "RungEntry",

@@ -28,8 +28,6 @@ class Defaults:
     grace_epochs: int = 5  # the first rung: every trial runs this many epochs
     eta: int = 5  # η: the best 1/η of a rung goes on to η times the epochs
     brackets: int | None = 1  # one bracket (asynchronous successive halving); None: all that fit
-    keep: str = "floor"  # max(1, ⌊n/η⌋) of a rung go on (Optuna); "ceil": ⌈n/η⌉ (ASHA)
-    promotion: str = "loss"
     searcher: str = "optuna"  # Optuna's univariate TPE (10 random start-up trials)
 
 

@@ -21,8 +21,6 @@ from typing import Any
 from costtune.core.policy.decisions import Decision, StopReason
 from costtune.core.policy.defaults import DEFAULTS
 from costtune.core.policy.successive_halving import (
-    Keep,
-    PromotionRule,
     Rung,
     RungEntry,
     is_promotable,
@@ -55,13 +53,11 @@ class AsyncHyperband:
         eta: η, reduction factor: 1/η of a rung goes on (default 5, the top 20%).
         brackets: how many brackets, 1 (default: asynchronous successive halving, every
             trial starts at ``grace_epochs``) to s_max+1; ``None``: all that fit.
-        promotion: who goes on out of a rung (see :mod:`~costtune.core.policy.successive_halving`;
-            default ``loss``).
-        keep: how many of a rung's n trials go on by count: ``floor`` max(1, ⌊n/η⌋)
-            (Optuna's, default) or ``ceil`` ⌈n/η⌉ (ASHA's).
 
-    With the defaults it decides as Optuna's ``SuccessiveHalvingPruner(min_resource=5,
-    reduction_factor=5)``, decision for decision (``benchmarks/RESULTS.md``).
+    A rung keeps the top max(1, ⌊n/η⌋) of its n trials by loss
+    (:mod:`~costtune.core.policy.successive_halving`). With the defaults it decides as
+    Optuna's ``SuccessiveHalvingPruner(min_resource=5, reduction_factor=5)``, decision for
+    decision (``benchmarks/RESULTS.md``).
     """
 
     def __init__(
@@ -70,8 +66,6 @@ class AsyncHyperband:
         grace_epochs: int = DEFAULTS.grace_epochs,
         eta: int = DEFAULTS.eta,
         brackets: int | None = DEFAULTS.brackets,
-        promotion: PromotionRule | str = DEFAULTS.promotion,
-        keep: Keep | str = DEFAULTS.keep,
     ) -> None:
         validate_geometry(grace_epochs, eta, max_epochs)
         most = max_bracket_index(grace_epochs, eta, max_epochs) + 1
@@ -82,15 +76,6 @@ class AsyncHyperband:
                 f"scheduler.brackets: must be an integer from 1 to {most} for grace_epochs="
                 f"{grace_epochs}, eta={eta}, max_epochs={max_epochs}; got {brackets!r}"
             )
-        try:
-            self.promotion = PromotionRule(promotion)
-        except ValueError:
-            choices = ", ".join(r.value for r in PromotionRule)
-            raise ConfigError(f"scheduler.promotion: must be one of {choices}; got {promotion!r}") from None
-        try:
-            self.keep = Keep(keep)
-        except ValueError:
-            raise ConfigError(f"scheduler.keep: must be one of ceil, floor; got {keep!r}") from None
         self.max_epochs = max_epochs
         self.grace_epochs = grace_epochs
         self.eta = eta
@@ -134,8 +119,8 @@ class AsyncHyperband:
     def on_result(self, trial_id: str, epoch: int, loss: float, cost_usd: float) -> Decision:
         """Decide after a trial reported ``loss`` (lower is better) at ``epoch``.
 
-        ``cost_usd`` is the trial's metered spend so far; it weighs the trial in the
-        cost-share promotion rule.
+        ``cost_usd`` is the trial's metered spend so far (recorded at the rungs: the saved state
+        and a subclass's promotion rules read it).
         """
         state = self.trials.get(trial_id)
         if state is None:
@@ -172,10 +157,14 @@ class AsyncHyperband:
     ) -> Decision | None:
         """The rung at ``rung_at`` just recorded the trial: ``None`` if it goes on, else the
         decision (a trial outside the rung's cut stops there, ``rung_pruned``)."""
-        if is_promotable(trial_id, rung, self.eta, self.promotion, self.keep):
+        if self._promotable(trial_id, rung):
             return None
         state.stop_reason = StopReason.RUNG_PRUNED
         return Decision.STOP
+
+    def _promotable(self, trial_id: str, rung: Rung) -> bool:
+        """Whether the trial goes on past ``rung`` (:func:`is_promotable`)."""
+        return is_promotable(trial_id, rung, self.eta)
 
     def _between_rungs(
         self, trial_id: str, state: TrialState, epoch: int, loss: float, cost_usd: float
@@ -207,8 +196,6 @@ class AsyncHyperband:
             "grace_epochs": self.grace_epochs,
             "eta": self.eta,
             "brackets": self.start_brackets,
-            "promotion": self.promotion.value,
-            "keep": self.keep.value,
         }
 
     def state_dict(self) -> dict[str, Any]:
@@ -232,6 +219,8 @@ class AsyncHyperband:
         """Take up a saved state; refused (:class:`ConfigError`, naming what differs) when it
         was saved by a scheduler of another geometry, whose rungs mean something else."""
         saved = state.get("geometry")
+        if saved is not None:
+            saved = plain_geometry(saved)
         if saved is not None and saved != self.geometry():
             now = self.geometry()
             differ = [
@@ -272,6 +261,16 @@ class AsyncHyperband:
 
     def _load_more(self, state: dict[str, Any]) -> None:
         """What a subclass keeps beyond the rungs, taken up after them."""
+
+
+#: what a saved geometry says of options every state is now read as having at these values
+#: (states saved while the rungs' promotion rule and count were options of their own)
+_PLAIN = {"promotion": "loss", "keep": "floor"}
+
+
+def plain_geometry(saved: dict[str, Any]) -> dict[str, Any]:
+    """A saved geometry without the entries that now go without saying (:data:`_PLAIN`)."""
+    return {k: v for k, v in saved.items() if _PLAIN.get(k, object()) != v}
 
 
 def _encode(value: float) -> float | str:
