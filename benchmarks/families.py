@@ -354,6 +354,7 @@ METHODS: dict[str, dict[str, Any]] = {
     # the rungs alone (Optuna's SHA decision for decision), and each mechanism added to them
     "rungs": OFF,
     "rungs-ceil": {**OFF, "keep": "ceil"},
+    "hyperband": {**OFF, "brackets": None},  # every bracket that fits (scheduler.brackets: null)
     "rungs-pareto": {**OFF, "promotion": "pareto"},  # rung order: (loss, dollars) fronts
     "rungs-cost-share": {**OFF, "promotion": "cost_share"},  # 1/η of the rung's dollars go on
     "rungs+relative-stop": {**OFF, "stopping": "relative", "rho": 0.3, "noise_aware": True},
