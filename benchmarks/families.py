@@ -8,7 +8,8 @@ the peer's own decision code in costtune's place: Optuna's ``SuccessiveHalvingPr
 ``ASHAScheduler`` through its ``on_trial_add`` / ``on_trial_result`` / ``on_trial_complete``.
 Both sides draw configurations from the same searcher over the pool (a seeded random order,
 or Optuna's univariate TPE snapped to the nearest unused configuration), so a row's
-difference is the scheduler's.
+difference is the scheduler's. DEHB (``dehb``, the ``bench`` extra) is the multi-fidelity peer: its
+own search through its ask/tell (:func:`run_dehb`), so its row compares whole optimisers.
 
 Families (``--families``):
 
