@@ -348,3 +348,28 @@ def test_a_sweep_stopped_before_any_report_is_named_the_same_by_sweep_and_resume
     (run / "ledger.jsonl").write_text('{"kind": "epoch"}\n')  # once something was metered: resume it
     with pytest.raises(ConfigError, match=r"already holds a sweep; continue it with costtune sweep --resume"):
         claim_new(run)
+
+
+def test_a_relocation_holds_inside_its_context_only(tmp_path) -> None:
+    """While a resume unpickles a moved run, paths into the run directory it was saved in point
+    into the one passed; outside the ``with``, in another thread, or after an error: unchanged."""
+    import threading
+
+    from costtune.core.rundir import relocated, relocating
+
+    old, new, newer = tmp_path / "old", tmp_path / "new", tmp_path / "newer"
+    assert relocated(old / "ledger.jsonl") == old / "ledger.jsonl"
+    with relocating(new):
+        assert relocated(old / "ledger.jsonl") == new / "ledger.jsonl"
+        assert relocated(old, is_run_dir=True) == new
+        with relocating(newer):
+            assert relocated(old, is_run_dir=True) == newer
+        assert relocated(old, is_run_dir=True) == new
+        seen = []
+        thread = threading.Thread(target=lambda: seen.append(relocated(old, is_run_dir=True)))
+        thread.start()
+        thread.join()
+        assert seen == [old]  # another thread's unpickling is not this resume's
+    with pytest.raises(RuntimeError), relocating(new):
+        raise RuntimeError("restore failed")
+    assert relocated(old, is_run_dir=True) == old

@@ -15,6 +15,7 @@ import os
 import zipfile
 from collections.abc import Iterator
 from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -157,8 +158,8 @@ class Relocation:
         return self.run_dir if is_run_dir else self.run_dir / path.name
 
 
-#: the resume under way in this process (:func:`relocating`), ``None`` outside one
-_active: Relocation | None = None
+#: the resume under way in this context (thread, task) (:func:`relocating`), ``None`` outside one
+_ACTIVE: ContextVar[Relocation | None] = ContextVar("costtune_relocation", default=None)
 
 
 @contextmanager
@@ -172,18 +173,19 @@ def relocating(directory: Path) -> Iterator[Relocation]:
     paths; costtune's objects ask :func:`relocated` on unpickling (and Ray's own storage is
     rebased by :func:`costtune.ray.private.storage_rebased`).
     """
-    global _active
-    previous, _active = _active, Relocation(directory)
+    relocation = Relocation(directory)
+    token = _ACTIVE.set(relocation)
     try:
-        yield _active
+        yield relocation
     finally:
-        _active = previous
+        _ACTIVE.reset(token)
 
 
 def relocated(path: Path, *, is_run_dir: bool = False) -> Path:
     """``path`` — a run directory, or a file directly in one — in the run being resumed
     (unchanged outside a resume)."""
-    return path if _active is None else _active.of(path, is_run_dir=is_run_dir)
+    active = _ACTIVE.get()
+    return path if active is None else active.of(path, is_run_dir=is_run_dir)
 
 
 #: free bytes below which a run directory's disk counts as full (a ledger line, a checkpoint)
