@@ -334,7 +334,7 @@ def test_the_flat_start_guard_spares_unmoved_trials_only_once_most_judged_ones_w
     from costtune.core.policy import AsyncHyperband, Decision
 
     guard = FlatStartGuard()
-    policy = guard.policy(AsyncHyperband(60, 5, 5, 1, "loss", "floor"))
+    policy = guard.policy(AsyncHyperband(60, 5, 5, 1))
     assert policy.on_result("fast", 1, 2.0, 1.0) is Decision.CONTINUE
     for epoch in range(2, 6):
         policy.on_result("fast", epoch, 2.0 - 0.3 * epoch, epoch)  # moves, and makes the rung

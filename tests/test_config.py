@@ -97,7 +97,7 @@ def test_a_removed_option_is_refused_in_a_new_config_and_read_in_a_saved_run(sec
         ({"searcher": {"type": "bohb"}}, "searcher.type: input should be"),
         (
             {"searcher": {"type": "gp", "model_check": 0.2}},
-            "searcher.model_check: removed; the gp searcher is Optuna's GPSampler as shipped",
+            "searcher.model_check: removed; the gp searcher is Optuna's GPSampler with its own defaults",
         ),
         ({"max_epochs": -3}, "max_epochs: input should be greater than or equal to 1, got -3"),
         ({"num_samples": "many"}, "num_samples: input should be a valid integer"),

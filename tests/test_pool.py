@@ -67,14 +67,16 @@ def test_tpe_is_told_the_configuration_that_actually_ran() -> None:
 
 
 def test_the_pools_samplers_are_the_sweeps() -> None:
-    """The replay's searchers are a sweep's, as shipped: ``tpe`` Optuna's univariate TPE with
-    10 start-up trials, ``gp`` its Gaussian process with 5; another sampler may be passed in."""
+    """The replay's searchers are a sweep's: ``tpe`` Optuna's univariate TPE with
+    10 start-up trials, ``gp`` its Gaussian process with 5 (outliers clipped); another sampler
+    may be passed in."""
     from costtune.search import GP_STARTUP_TRIALS
+    from costtune.search.gp import ClippedGPSampler
 
     pool = _pool(n=20)
     tpe, gp = SamplerPool(pool, "tpe", seed=5).study.sampler, SamplerPool(pool, "gp", seed=5).study.sampler
     assert type(tpe) is optuna.samplers.TPESampler and tpe._multivariate is False
-    assert type(gp) is optuna.samplers.GPSampler and gp._n_startup_trials == GP_STARTUP_TRIALS
+    assert type(gp) is ClippedGPSampler and gp._n_startup_trials == GP_STARTUP_TRIALS
     other = optuna.samplers.RandomSampler(seed=1)
     assert SamplerPool(pool, sampler=other).study.sampler is other
     with pytest.raises(ConfigError, match="--searcher: 'bohb' is not an Optuna sampler"):

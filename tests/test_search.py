@@ -1,10 +1,13 @@
 from __future__ import annotations
 
+import numpy as np
 import optuna
 import pytest
+from optuna.trial import TrialState, create_trial
 
 from costtune.core.config import ParamSpec, SearcherConfig
 from costtune.search import build_search_space, make_searcher
+from costtune.search.gp import ClippedGPSampler, clipped
 
 SPACE = {
     "lr": ParamSpec(type="loguniform", low=1e-4, high=1e-1),
@@ -47,14 +50,14 @@ def _optimize(sampler, n_trials: int = 24) -> list[dict]:
     ("kind", "stock"),
     [
         ("optuna", lambda: optuna.samplers.TPESampler(seed=5, n_startup_trials=10, multivariate=False)),
-        ("gp", lambda: optuna.samplers.GPSampler(seed=5, n_startup_trials=5)),
+        ("gp", lambda: ClippedGPSampler(seed=5, n_startup_trials=5)),
     ],
 )
-def test_the_optuna_searchers_are_optunas_own_samplers_as_shipped(kind, stock) -> None:
+def test_the_optuna_searchers_are_optunas_own_samplers(kind, stock) -> None:
     """``searcher.type: optuna`` is Optuna's univariate ``TPESampler`` (10 start-up trials),
-    ``gp`` its ``GPSampler`` (5), built through their public constructors: of exactly those
-    classes, and proposing what a plain instance with those arguments proposes, trial for
-    trial (floats, log-ints and categories)."""
+    ``gp`` its ``GPSampler`` (5) with outliers clipped, built through their public
+    constructors: of exactly those classes, and proposing what a plain instance with those
+    arguments proposes, trial for trial (floats, log-ints and categories)."""
     from costtune.search import optuna_sampler
 
     ours = optuna_sampler(kind, seed=5)
@@ -81,6 +84,55 @@ def test_no_module_of_the_package_reaches_into_optunas_private_modules() -> None
         if private.search(line)
     ]
     assert hits == []
+
+
+def test_clipping_moves_only_the_outliers_on_the_bad_side_to_the_fence() -> None:
+    values = np.array([0.40, 0.42, 0.45, 0.50, 0.41, 24.0, 0.01])
+    q1, q3 = np.quantile(values, [0.25, 0.75])
+    low = clipped(values, optuna.study.StudyDirection.MINIMIZE)
+    assert low[5] == pytest.approx(q3 + 1.5 * (q3 - q1)) and low[5] < 1.0  # the diverged loss, fenced
+    assert np.array_equal(np.delete(low, 5), np.delete(values, 5))  # the rest, the low outlier too
+    assert list(np.argsort(low, kind="stable")) == list(np.argsort(values, kind="stable"))  # order kept
+    high = clipped(-values, optuna.study.StudyDirection.MAXIMIZE)
+    assert np.allclose(high, -low)
+    assert np.array_equal(clipped(values[:3], optuna.study.StudyDirection.MINIMIZE), values[:3])  # too few
+    # an infinite loss (a diverged run reported as inf) is fenced too, from the finite values
+    infinite = np.array([0.4, np.inf, 0.5, np.inf, 0.3, 0.45, np.inf])
+    fenced = clipped(infinite, optuna.study.StudyDirection.MINIMIZE)
+    assert np.isfinite(fenced).all() and (fenced[[1, 3, 6]] == fenced.max()).all()
+    assert np.array_equal(clipped(infinite[:4], optuna.study.StudyDirection.MINIMIZE), infinite[:4])
+
+
+def test_the_gp_searcher_proposes_what_optunas_proposes_on_the_clipped_values() -> None:
+    """ClippedGPSampler is GPSampler on the study's trials with their values clipped, running
+    trials included: the same proposal as a plain GPSampler (same seed) given those values."""
+    dists = {
+        "lr": optuna.distributions.FloatDistribution(1e-4, 1e-1, log=True),
+        "depth": optuna.distributions.IntDistribution(1, 3),
+    }
+    rng = np.random.default_rng(2)
+    params = [{"lr": float(10 ** rng.uniform(-4, -1)), "depth": int(rng.integers(1, 4))} for _ in range(12)]
+    values = np.array([(np.log10(p["lr"]) + 2) ** 2 + 0.1 * p["depth"] for p in params])
+    values[[3, 8]] = [50.0, 80.0]  # two diverged trials
+    fenced = clipped(values, optuna.study.StudyDirection.MINIMIZE)
+    assert (fenced != values).sum() == 2
+
+    def propose(sampler, told) -> dict:
+        study = optuna.create_study(sampler=sampler)
+        study.add_trials(
+            [
+                create_trial(params=p, distributions=dists, value=float(v))
+                for p, v in zip(params, told, strict=True)
+            ]
+        )
+        study.add_trial(
+            create_trial(state=TrialState.RUNNING, params={"lr": 0.01, "depth": 2}, distributions=dists)
+        )
+        return study.ask(dists).params
+
+    ours = propose(ClippedGPSampler(seed=3, n_startup_trials=5), values)
+    assert ours == propose(optuna.samplers.GPSampler(seed=3, n_startup_trials=5), fenced)
+    assert ours != propose(optuna.samplers.GPSampler(seed=3, n_startup_trials=5), values)
 
 
 def test_gp_searcher_is_seeded_and_its_model_drives_after_the_start_up() -> None:

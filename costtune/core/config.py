@@ -212,7 +212,7 @@ def drop_removed(raw: dict[str, Any], saved: bool = False) -> tuple[dict[str, An
                 continue
             if not saved:
                 why = (
-                    "the gp searcher is Optuna's GPSampler as shipped"
+                    "the gp searcher is Optuna's GPSampler with its own defaults"
                     if section == "searcher"
                     else "it did not earn its place on every family of curves (benchmarks/RESULTS.md)"
                 )
@@ -225,8 +225,8 @@ def drop_removed(raw: dict[str, Any], saved: bool = False) -> tuple[dict[str, An
 class SearcherConfig(_Strict):
     type: Literal["gp", "optuna", "hyperopt", "random", "grid"] = Field(
         DEFAULTS.searcher,  # type: ignore[arg-type]
-        description="optuna: Optuna's univariate TPE (the default); gp: Optuna's Gaussian process; "
-        "hyperopt: HyperOpt's TPE; random; grid: every combination of choice values",
+        description="optuna: Optuna's univariate TPE (the default); gp: Optuna's Gaussian process, "
+        "outlying losses clipped; hyperopt: HyperOpt's TPE; random; grid: every combination of choice values",
     )
     n_startup_trials: int | None = Field(
         None,

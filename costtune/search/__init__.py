@@ -42,13 +42,16 @@ GP_STARTUP_TRIALS = 5
 
 
 def optuna_sampler(kind: str, seed: int, n_startup_trials: int | None = None) -> Any:
-    """Optuna's own sampler, as shipped, configured through its public constructor: ``optuna``:
-    univariate ``TPESampler`` (10 random trials first); ``gp``: ``GPSampler`` (5 first)."""
+    """Optuna's own sampler, configured through its public constructor: ``optuna``: univariate
+    ``TPESampler`` (10 random trials first); ``gp``: ``GPSampler`` (5 first) fitted to losses
+    with their outliers clipped (:class:`costtune.search.gp.ClippedGPSampler`)."""
     import optuna
 
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     if kind == "gp":
-        return optuna.samplers.GPSampler(seed=seed, n_startup_trials=n_startup_trials or GP_STARTUP_TRIALS)
+        from costtune.search.gp import ClippedGPSampler
+
+        return ClippedGPSampler(seed=seed, n_startup_trials=n_startup_trials or GP_STARTUP_TRIALS)
     if kind == "optuna":
         # univariate, as Optuna 4 and earlier: Optuna 5's default is multivariate for one
         # objective, which reached LCBench's targets less often (benchmarks/ARCHIVE.md)
@@ -67,8 +70,8 @@ def make_searcher(
 ) -> Any:
     """A seeded Ray Tune search algorithm: Optuna's univariate TPE (``optuna``, the default),
     Optuna's Gaussian process (``gp``), HyperOpt's TPE or random; each tries
-    ``points_to_evaluate`` first. The Optuna samplers run as shipped (:func:`optuna_sampler`)
-    inside Ray Tune's ``OptunaSearch``."""
+    ``points_to_evaluate`` first. The Optuna samplers (:func:`optuna_sampler`) run inside Ray
+    Tune's ``OptunaSearch``."""
     points = [dict(p) for p in config.points_to_evaluate] or None
     if config.type in ("gp", "optuna"):
         from ray.tune.search.optuna import OptunaSearch
