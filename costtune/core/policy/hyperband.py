@@ -8,8 +8,8 @@ round-robin, so the assignment needs no random numbers and is the same on every 
 Pure: no Ray, no clock. A Ray scheduler, a simulator or a test drives it through
 :meth:`AsyncHyperband.on_result` with numbers and acts on the returned :class:`Decision`.
 The mechanisms the benchmarks weigh against these rungs (``benchmarks/lab/``) subclass it
-through the hooks named ``_ladders``, ``_next_bracket``, ``_before_rungs``, ``_judge`` and
-``_between_rungs``.
+through the hooks named ``_ladders``, ``_next_bracket``, ``_before_rungs``, ``_judge``,
+``_promotable`` and ``_between_rungs``.
 """
 
 from __future__ import annotations
