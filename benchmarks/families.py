@@ -363,6 +363,10 @@ METHODS: dict[str, dict[str, Any]] = {
     "rungs+escalate": {**OFF, "escalate": True},
     "rungs+escalate+hedge": {**OFF, "escalate": True, "hedge": True},
     "rungs+lookahead": {**OFF, "lookahead": 3},
+    "rungs+thaw": {**OFF, "thaw": "quantile"},  # with the budget: stopped trials taken up again
+    "rungs+thaw-deepest": {**OFF, "thaw": "deepest"},
+    "rungs+thaw-half": {**OFF, "thaw": "quantile", "thaw_share": 0.5},  # at most half as much again
+    "rungs+thaw-quarter": {**OFF, "thaw": "quantile", "thaw_share": 0.25},
     "rungs+rung-checks": {**OFF, "escalate": True, "rung_checks": 5},
     "optuna-sha": {"peer": "optuna-sha"},
     "ray-asha": {"peer": "ray-asha"},
@@ -409,6 +413,8 @@ def run_method(method: str, table: Sequence[Curve], searcher: str, seed: int) ->
             on_trial_end=fork.tell,
         )
     if peer is None:
+        if spec.get("thaw"):
+            spec["budget"] = sum(float(c.epoch_seconds.sum()) * c.devices for c in table) / 3600 * PRICE
         return lab_replay(table, {"searcher": searcher, "seed": seed, "price": PRICE, **spec}).simulation
     from costtune.search.pool import OrderedPool, SamplerPool
 

@@ -67,7 +67,9 @@ def replay_pool(
     """Replay ``table`` under ``s`` (raises :class:`ConfigError` in one line on a bad combination).
     ``policy``: a scheduler of the caller's instead of the one ``s`` names (the benchmarks'
     variants of :class:`~costtune.core.policy.AsyncHyperband`); ``stopping``: a per-trial
-    stopping rule (none by default, as a sweep's)."""
+    stopping rule (none by default, as a sweep's). A ``policy`` with a ``thaw()`` method (the
+    benchmarks' freeze-thaw) is asked for stopped trials to take up again once no configuration
+    is left, when ``s.budget`` is set."""
     from costtune.search.pool import OrderedPool, SamplerPool
 
     longest = max(c.epochs for c in table)
@@ -88,5 +90,6 @@ def replay_pool(
         max_epochs=longest,
         next_curve=pool.ask,
         on_trial_end=pool.tell,
+        thaw=getattr(policy, "thaw", None) if s.budget is not None else None,
     )
     return Replay(simulation, policy, s, longest)

@@ -23,6 +23,8 @@ LAB_SCHEDULER = {
     "hedge": False,
     "hedge_judges": "every_bracket",
     "rung_checks": 0,
+    "thaw": None,  # None: off; "quantile" or "deepest" (lab.thaw.ThawHyperband, with a budget)
+    "thaw_share": None,  # what thawing may spend, a share of the sweep's dollars when it began
 }
 
 
@@ -64,6 +66,12 @@ def lab_policy(
     if s.scheduler != "hyperband":
         return None
     o = {**LAB_SCHEDULER, **lab}
+    if o["thaw"] is not None:
+        from lab.thaw import ThawHyperband
+
+        return ThawHyperband(
+            max_epochs, s.grace_epochs, s.eta, s.brackets, order=o["thaw"], share=o["thaw_share"]
+        )
     warmup = (
         auto_warmup_trials(s.eta, configurations)
         if o["warmup_trials"] == "auto"

@@ -5,7 +5,7 @@ simulated clock (each epoch takes its recorded ``epoch_seconds``); after every e
 policy decides. The clock is simulated only: the same inputs give the same run, event for
 event (the host's decision time is measured and, only when asked, charged). Every epoch
 is metered at ``usd_per_device_hour`` × the configuration's devices. The run ends when the
-configurations or the budget run out.
+configurations (and any trial a ``thaw`` hook takes up again) or the budget run out.
 """
 
 from __future__ import annotations
@@ -94,6 +94,7 @@ def simulate(
     max_epochs: int | None = None,
     next_curve: Callable[[], Curve | None] | None = None,
     on_trial_end: Callable[[str, int, float], None] | None = None,
+    thaw: Callable[[], str | None] | None = None,
 ) -> Simulation:
     """Run ``curves`` (in order) through ``policy`` and/or ``stopping`` on ``workers`` workers.
 
@@ -106,6 +107,10 @@ def simulate(
     ``StopReason.TRUNCATED``), never as finished.
     ``charge_decision_time`` adds the host's measured decision time to the simulated clock
     (off by default: with it, runs on tied epoch times depend on the host's speed).
+    ``thaw``, asked when a worker is free and no configuration is left, names a trial the
+    policy stopped to take up again at the epoch after the one it stopped at (``None``: none);
+    the searcher is not told of it again. costtune's rungs thaw nothing; the benchmarks'
+    freeze-thaw variant (``benchmarks/lab/thaw.py``) does.
     """
     sim = Simulation()
     queue = list(curves)
@@ -123,6 +128,23 @@ def simulate(
     spent_by_trial: dict[str, float] = {}
     sweep_usd = 0.0
     tiebreak = 0
+
+    thawed: set[str] = set()
+
+    def go_on(now: float) -> bool:
+        """Start the next configuration, or else take up a trial the policy thaws."""
+        nonlocal tiebreak
+        if refill():
+            start(now)
+            return True
+        config_id = None if thaw is None else thaw()
+        if config_id is None:
+            return False
+        epoch = sim.stopped_at.pop(config_id)
+        thawed.add(config_id)
+        heapq.heappush(running, (now + by_id[config_id].epoch_seconds[epoch], tiebreak, epoch + 1, config_id))
+        tiebreak += 1
+        return True
 
     def start(now: float) -> None:
         nonlocal tiebreak
@@ -172,10 +194,10 @@ def simulate(
             sim.stopped_at[config_id] = epoch
             if policy is not None:  # as Ray's scheduler hears a trial end that it did not decide
                 policy.on_end(config_id, StopReason.STOPPED)
-            if on_trial_end is not None:
+            if on_trial_end is not None and config_id not in thawed:
                 on_trial_end(config_id, epoch, loss)
-            if not out_of_money and refill():
-                start(now)
+            if not out_of_money:
+                go_on(now)
         else:
             heapq.heappush(running, (now + curve.epoch_seconds[epoch], tiebreak, epoch + 1, config_id))
             tiebreak += 1
