@@ -137,9 +137,14 @@ def simulate(
         if refill():
             start(now)
             return True
-        config_id = None if thaw is None else thaw()
-        if config_id is None:
-            return False
+        while True:
+            config_id = None if thaw is None else thaw()
+            if config_id is None:
+                return False
+            if sim.stopped_at[config_id] < by_id[config_id].epochs:
+                break
+            if policy is not None:  # its recorded curve ends where it stopped: nothing to go on with
+                policy.on_end(config_id, StopReason.TRUNCATED)
         epoch = sim.stopped_at.pop(config_id)
         thawed.add(config_id)
         heapq.heappush(running, (now + by_id[config_id].epoch_seconds[epoch], tiebreak, epoch + 1, config_id))

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from costtune.core.curves import Curve
-from costtune.core.policy import AsyncHyperband
+from costtune.core.policy import AsyncHyperband, StopReason
 from costtune.core.simulate import simulate
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
@@ -129,3 +129,16 @@ def test_a_replay_thaws_only_within_a_budget() -> None:
     assert unbounded.simulation.epochs == plain.simulation.epochs
     bounded = lab_replay(curves, {**spec, "budget": _budget(curves)})
     assert bounded.policy.thawed and bounded.simulation.total_usd > plain.simulation.total_usd
+
+
+def test_a_stopped_trial_whose_recorded_curve_ends_there_is_not_taken_up() -> None:
+    curves = _pool()
+    short = curves[-2]  # stopped at the first rung, and recorded only that far
+    curves[-2] = Curve(
+        short.config_id, short.hyperparameters, short.val_loss[:5], short.epoch_seconds[:5], 1.0
+    )
+    policy = ThawHyperband(EPOCHS, 5, 3)
+    sim = _run(policy, curves, budget=_budget(curves))
+    assert sim.stopped_at[short.config_id] == 5
+    assert policy.stop_reason(short.config_id) is StopReason.TRUNCATED
+    assert "late" in policy.thawed  # the others were taken up all the same
