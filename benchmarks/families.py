@@ -383,6 +383,11 @@ PEER_SETTINGS = {
 }
 
 
+def full_cost(table: Sequence[Curve]) -> float:
+    """Dollars to run every configuration of the pool in full: every run's budget."""
+    return sum(float(c.epoch_seconds.sum()) * c.devices for c in table) / 3600 * PRICE
+
+
 def run_method(method: str, table: Sequence[Curve], searcher: str, seed: int) -> Simulation:
     """One replay of ``table`` under ``method`` with ``searcher`` (random | tpe | gp, or
     gp-fork: the Gaussian-process copy costtune once shipped, ``benchmarks/optuna_forks/``,
@@ -390,7 +395,7 @@ def run_method(method: str, table: Sequence[Curve], searcher: str, seed: int) ->
     spec = dict(METHODS[method])
     peer = spec.pop("peer", None)
     if peer == "dehb":
-        budget = sum(float(c.epoch_seconds.sum()) * c.devices for c in table) / 3600 * PRICE
+        budget = full_cost(table)
         return run_dehb(table, seed, budget)
     if searcher == "gp-fork":
         sys.path.insert(0, str(HERE))
@@ -414,7 +419,7 @@ def run_method(method: str, table: Sequence[Curve], searcher: str, seed: int) ->
         )
     if peer is None:
         if spec.get("thaw"):
-            spec["budget"] = sum(float(c.epoch_seconds.sum()) * c.devices for c in table) / 3600 * PRICE
+            spec["budget"] = full_cost(table)
         return lab_replay(table, {"searcher": searcher, "seed": seed, "price": PRICE, **spec}).simulation
     from costtune.search.pool import OrderedPool, SamplerPool
 
@@ -447,7 +452,7 @@ def _table(family: str, pool: str) -> tuple[list[Curve], float, dict[str, float]
     if pool not in _TABLES:
         frame = pools(family)[pool]()
         table = list(curves_from_frame(frame).values())
-        budget = sum(float(c.epoch_seconds.sum()) * c.devices for c in table) / 3600 * PRICE
+        budget = full_cost(table)
         finals = np.sort([float(c.val_loss[-1]) for c in table if np.isfinite(c.val_loss[-1])])
         _TABLES[pool] = (table, budget, {"best": float(finals[0]), "top5": float(finals[4])})
     return _TABLES[pool]
