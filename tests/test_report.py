@@ -539,7 +539,9 @@ def test_a_thousand_trial_report_pages_its_table_and_sorts_it_quickly(tmp_path) 
 
 def test_the_label_check_sees_an_overlap_and_crowded_ticks_are_thinned_until_none(tmp_path) -> None:
     """The narrow-screen check itself: two labels drawn at one place are reported; an axis whose
-    21 set labels run into one another at 400 px keeps every other one until none touch."""
+    21 set labels run into one another at 400 px keeps every other one until none touch; where
+    the x axis's first label runs into the y axis's lowest (both axes start at a tick), the x
+    axis's labels move down clear of it."""
     from costtune.report.html import Panel, page
 
     crowded = {
@@ -568,6 +570,16 @@ def test_the_label_check_sees_an_overlap_and_crowded_ticks_are_thinned_until_non
             [{"type": "scatter", "x": list(range(21)), "y": [1] * 21}],
             {"xaxis": crowded, "yaxis": {"showticklabels": False}},
         ),
+        Panel(
+            "corner",
+            "two axes that start at a tick",
+            "",
+            [{"type": "scatter", "mode": "markers", "x": [0, 0.001], "y": [0.0003, 0.0013]}],
+            {
+                "xaxis": {"range": [0, 0.001], "dtick": 0.0005},
+                "yaxis": {"range": [0.0003, 0.0013], "dtick": 0.0001},
+            },
+        ),
     ]
     path = tmp_path / "check.html"
     path.write_text(page("label check", "", panels, [], None))
@@ -575,3 +587,4 @@ def test_the_label_check_sees_an_overlap_and_crowded_ticks_are_thinned_until_non
     assert render["errors"] == []
     assert render["overlaps"]["clash"] == ["first note | second note"]
     assert render["overlaps"]["ticks"] == []
+    assert render["overlaps"]["corner"] == []

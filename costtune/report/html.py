@@ -908,14 +908,29 @@ _JS = """
     }
   }
   // fewer tick labels on an axis whose labels run into one another (a narrow screen): every
-  // other one of a set list, else half as many of Plotly's own; up to four times
+  // other one of a set list, else half as many of Plotly's own; and where an x axis's label runs
+  // into a y axis's (the corner where they meet), the x axis's labels moved down clear of it;
+  // up to four times
   function fitTicks(gd){
+    var ticks = function(name){
+      var m = /^([xy])axis(\\d*)$/.exec(name);
+      return m ? gd.querySelectorAll('g.' + m[1] + m[2] + 'tick text') : [];
+    };
     for (var round = 0; round < 4; round++) {
-      var update = {};
-      Object.keys(gd.layout || {}).forEach(function(name){
+      var update = {}, names = Object.keys(gd.layout || {});
+      names.forEach(function(x){
+        if (!/^xaxis\\d*$/.test(x)) return;
+        var down = 0;
+        names.forEach(function(y){
+          if (/^yaxis\\d*$/.test(y)) down = Math.max(down, clash(ticks(x), ticks(y)));
+        });
+        if (down > 0)
+          update[x + '.ticklabelstandoff'] = (gd.layout[x].ticklabelstandoff || 0) + Math.ceil(down) + 2;
+      });
+      names.forEach(function(name){
         var m = /^([xy])axis(\\d*)$/.exec(name);
         if (!m) return;
-        var labels = gd.querySelectorAll('g.' + m[1] + m[2] + 'tick text');
+        var labels = ticks(name);
         if (overlapping(gd, labels).length === 0) return;
         var axis = gd.layout[name];
         var even = function(v, i){ return i % 2 === 0; };
@@ -929,6 +944,22 @@ _JS = """
       if (!Object.keys(update).length) return;
       Plotly.relayout(gd, update);
     }
+  }
+  // how far (px, down the page) any label of a overlaps any label of b; 0 where none do
+  function clash(a, b){
+    var most = 0;
+    Array.prototype.forEach.call(a, function(p){
+      var r = p.getBoundingClientRect();
+      if (r.width < 1 || !(p.textContent || '').trim()) return;
+      Array.prototype.forEach.call(b, function(q){
+        var s = q.getBoundingClientRect();
+        if (s.width < 1 || !(q.textContent || '').trim()) return;
+        var w = Math.min(r.right, s.right) - Math.max(r.left, s.left);
+        var h = Math.min(r.bottom, s.bottom) - Math.max(r.top, s.top);
+        if (w > 1 && h > 1) most = Math.max(most, h);
+      });
+    });
+    return most;
   }
   // the labels of a chart that overlap one another: text boxes as drawn, pairwise (#selfcheck)
   function overlapping(gd, elements){
