@@ -365,6 +365,7 @@ METHODS: dict[str, dict[str, Any]] = {
     "rungs+lookahead": {**OFF, "lookahead": 3},
     "rungs+thaw": {**OFF, "thaw": "quantile"},  # with the budget: stopped trials taken up again
     "rungs+thaw-deepest": {**OFF, "thaw": "deepest"},
+    "rungs+thaw-cut": {**OFF, "thaw": "cut"},  # only what makes its rung's cut as it stands at the end
     "rungs+thaw-half": {**OFF, "thaw": "quantile", "thaw_share": 0.5},  # at most half as much again
     "rungs+thaw-quarter": {**OFF, "thaw": "quantile", "thaw_share": 0.25},
     "rungs+rung-checks": {**OFF, "escalate": True, "rung_checks": 5},

@@ -23,7 +23,7 @@ LAB_SCHEDULER = {
     "hedge": False,
     "hedge_judges": "every_bracket",
     "rung_checks": 0,
-    "thaw": None,  # None: off; "quantile" or "deepest" (lab.thaw.ThawHyperband, with a budget)
+    "thaw": None,  # None: off; "quantile", "deepest" or "cut" (lab.thaw.ThawHyperband, with a budget)
     "thaw_share": None,  # what thawing may spend, a share of the sweep's dollars when it began
 }
 

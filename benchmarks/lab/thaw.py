@@ -11,7 +11,13 @@ first (``order``):
   that rung (rank 3 of 50 before rank 20 of 250): the rungs' cut loosened evenly, as if η had
   been smaller from the start;
 - ``deepest``: the best-ranked one at the highest rung that holds a stopped trial (the order
-  in which ASHA promotes).
+  in which ASHA promotes);
+- ``cut``: as ``deepest``, but only a trial that makes its rung's cut as the rung stands now
+  (the top max(1, ⌊n/η⌋) of its n trials); when none does, thawing ends. An asynchronous rung
+  judges a trial against those that reached it before; this takes up what the rung, judged
+  again once every configuration has reached it, would have kept (the promotions of
+  synchronous successive halving, and of the ASHA paper's promotion rule), and spends no
+  more.
 
 A thawed trial goes on to its next rung and is judged there like any other. ``share`` caps
 what thawing may spend, as a share of what the sweep had spent when it began (``None``:
@@ -26,7 +32,7 @@ from typing import Any
 from costtune.core.policy import Decision, StopReason
 from costtune.core.policy.hyperband import AsyncHyperband
 
-ORDERS = ("quantile", "deepest")
+ORDERS = ("quantile", "deepest", "cut")
 
 
 class ThawHyperband(AsyncHyperband):
@@ -69,6 +75,8 @@ class ThawHyperband(AsyncHyperband):
             if at is None or math.isnan(rungs[at][trial_id].loss):
                 continue
             rung = rungs[at]
+            if self.order == "cut" and not self._promotable(trial_id, rung):
+                continue
             share = rung.ahead(trial_id) / len(rung)
             key = (share, -at, trial_id) if self.order == "quantile" else (-at, share, trial_id)
             if best is None or key < best:

@@ -142,3 +142,32 @@ def test_a_stopped_trial_whose_recorded_curve_ends_there_is_not_taken_up() -> No
     assert sim.stopped_at[short.config_id] == 5
     assert policy.stop_reason(short.config_id) is StopReason.TRUNCATED
     assert "late" in policy.thawed  # the others were taken up all the same
+
+
+def test_cut_takes_up_only_what_makes_its_rungs_cut_at_the_end_and_then_stops() -> None:
+    """An asynchronous rung judges a trial against those that reached it first: the second- and
+    third-best configurations, started second and third, are stopped at the first rung (each
+    short of the best of those before it). Judged again once all 27 have reached it, the rung
+    keeps 9 of them: ``cut`` takes up those it stopped, and no other, and thawing ends with
+    money left."""
+    t = np.arange(1, EPOCHS + 1)
+    finals = {"a": 0.30, "b": 0.31, "mid": 0.35} | {f"poor{i:02d}": 0.5 + 0.01 * i for i in range(24)}
+    curves = [
+        Curve(name, {"x": i}, final + (1.0 - final) * np.exp(-t / 3.0), np.full(EPOCHS, 10.0), 1.0)
+        for i, (name, final) in enumerate(finals.items())
+    ]
+    budget = _budget(curves)
+    plain = _run(AsyncHyperband(EPOCHS, 5, 3), curves)
+    assert plain.stopped_at["b"] == plain.stopped_at["mid"] == 5
+    policy = ThawHyperband(EPOCHS, 5, 3, order="cut")
+    run = _run(policy, curves, budget=budget)
+    top9 = set(list(finals)[:9])  # the first rung's cut among all 27 (ranks there follow the finals)
+    assert set(policy.thawed) == top9 - {"a"}
+    assert run.stopped_at["b"] == run.stopped_at["mid"] == EPOCHS  # the second rung kept them too
+    assert all(run.stopped_at[name] == 5 for name in finals if name not in top9)
+    assert run.epochs[: len(plain.epochs)] == plain.epochs
+    assert run.total_usd < 0.5 * budget  # it ended by itself, not when the money ran out
+    # ``deepest`` takes up every stopped trial while money lasts
+    deepest = ThawHyperband(EPOCHS, 5, 3, order="deepest")
+    _run(deepest, curves, budget=budget)
+    assert set(deepest.thawed) > top9 - {"a"}
