@@ -588,8 +588,9 @@ def main() -> None:
         frame.to_csv(args.out, index=False)
     against = [a for a in args.against.split(",") if a in set(frame.method)]
     took = time.perf_counter() - started
+    searchers = ", ".join(sorted(set(frame.searcher)))
     print(
-        f"# {len(rows)} runs in {took:.0f} s; searcher {args.searcher} on both sides; "
+        f"# {len(rows)} runs in {took:.0f} s; searcher {searchers} on both sides; "
         "budget = every configuration in full; failures count 1.0"
         + ("; dehb: its own search" if "dehb" in set(frame.method) else "")
         + "\n"
