@@ -16,8 +16,8 @@ first (``order``):
   (the top max(1, ⌊n/η⌋) of its n trials); when none does, thawing ends. An asynchronous rung
   judges a trial against those that reached it before; this takes up what the rung, judged
   again once every configuration has reached it, would have kept (the promotions of
-  synchronous successive halving, and of the ASHA paper's promotion rule), and spends no
-  more.
+  synchronous successive halving, and of the ASHA paper's promotion rule), and ends by
+  itself, without a budget.
 
 A thawed trial goes on to its next rung and is judged there like any other. ``share`` caps
 what thawing may spend, as a share of what the sweep had spent when it began (``None``:
