@@ -945,6 +945,12 @@ _JS = """
       Plotly.relayout(gd, update);
     }
   }
+  // how far (px, down the page) two boxes overlap; 0 unless they share more than a pixel each way
+  function overlap(a, b){
+    var w = Math.min(a.right, b.right) - Math.max(a.left, b.left);
+    var h = Math.min(a.bottom, b.bottom) - Math.max(a.top, b.top);
+    return w > 1 && h > 1 ? h : 0;
+  }
   // how far (px, down the page) any label of a overlaps any label of b; 0 where none do
   function clash(a, b){
     var most = 0;
@@ -954,9 +960,7 @@ _JS = """
       Array.prototype.forEach.call(b, function(q){
         var s = q.getBoundingClientRect();
         if (s.width < 1 || !(q.textContent || '').trim()) return;
-        var w = Math.min(r.right, s.right) - Math.max(r.left, s.left);
-        var h = Math.min(r.bottom, s.bottom) - Math.max(r.top, s.top);
-        if (w > 1 && h > 1) most = Math.max(most, h);
+        most = Math.max(most, overlap(r, s));
       });
     });
     return most;
@@ -976,10 +980,7 @@ _JS = """
       seen[key] = true; boxes.push({text: text, r: r});
     });
     for (var i = 0; i < boxes.length; i++) for (var j = i + 1; j < boxes.length; j++) {
-      var a = boxes[i].r, b = boxes[j].r;
-      var w = Math.min(a.right, b.right) - Math.max(a.left, b.left);
-      var h = Math.min(a.bottom, b.bottom) - Math.max(a.top, b.top);
-      if (w > 1 && h > 1) hits.push(boxes[i].text + ' | ' + boxes[j].text);
+      if (overlap(boxes[i].r, boxes[j].r) > 0) hits.push(boxes[i].text + ' | ' + boxes[j].text);
     }
     return hits;
   }
