@@ -9,7 +9,7 @@ for dollar.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -67,9 +67,10 @@ def replay_pool(
     """Replay ``table`` under ``s`` (raises :class:`ConfigError` in one line on a bad combination).
     ``policy``: a scheduler of the caller's instead of the one ``s`` names (the benchmarks'
     variants of :class:`~costtune.core.policy.AsyncHyperband`); ``stopping``: a per-trial
-    stopping rule (none by default, as a sweep's). A ``policy`` with a ``thaw()`` method (the
-    benchmarks' freeze-thaw) is asked for stopped trials to take up again once no configuration
-    is left, when ``s.budget`` is set."""
+    stopping rule (none by default, as a sweep's). Once no configuration is left, the policy's
+    :meth:`~costtune.core.policy.AsyncHyperband.next_promotion` takes up the trials a rung
+    stopped that make its cut as it stands, as a sweep's scheduler does; a ``policy`` with a
+    ``thaw()`` method (the benchmarks' freeze-thaw) is asked instead when ``s.budget`` is set."""
     from costtune.search.pool import OrderedPool, SamplerPool
 
     longest = max(c.epochs for c in table)
@@ -90,6 +91,14 @@ def replay_pool(
         max_epochs=longest,
         next_curve=pool.ask,
         on_trial_end=pool.tell,
-        thaw=getattr(policy, "thaw", None) if s.budget is not None else None,
+        thaw=_promotions(policy, s),
     )
     return Replay(simulation, policy, s, longest)
+
+
+def _promotions(policy: AsyncHyperband | None, s: ReplaySettings) -> Callable[[], str | None] | None:
+    """What names a stopped trial to take up again once no configuration is left."""
+    if policy is None:
+        return None
+    thaw = getattr(policy, "thaw", None) if s.budget is not None else None
+    return thaw if thaw is not None else policy.next_promotion

@@ -8,6 +8,7 @@ import json
 import math
 import sys
 from pathlib import Path
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
@@ -35,15 +36,25 @@ def _loss(i: int, epoch: int) -> float:
     return 0.2 + ((i * 37) % 17) / 17 / (1 + 0.1 * (i % 5) * epoch) + 0.3 * ((i * 11) % 7) / 7 / epoch
 
 
-def _decide_all(on_add, on_result, trials: int = 60, workers: int = 3) -> list[tuple[int, int, str]]:
-    """Trials start as workers free up and report epoch after epoch until stopped or done."""
+def _decide_all(on_add, on_result, take_up, trials: int = 60, workers: int = 3) -> list[tuple[int, int, str]]:
+    """Trials start as workers free up and report epoch after epoch until stopped or done. Once
+    every trial has started, a free worker is offered, after every result, to a trial a rung
+    stopped (``take_up()``: its index, or ``None``), which goes on from where it stopped."""
     log, waiting, running, epoch = [], list(range(trials)), [], {}
     while waiting or running:
-        while waiting and len(running) < workers:
-            i = waiting.pop(0)
-            on_add(i)
+        while len(running) < workers:
+            if waiting:
+                i = waiting.pop(0)
+                on_add(i)
+                epoch[i] = 0
+            else:
+                i = take_up()
+                if i is None:
+                    break
+                log.append((i, epoch[i], "TAKEN UP"))
             running.append(i)
-            epoch[i] = 0
+        if not running:
+            break
         i = running.pop(0)
         epoch[i] += 1
         decision = on_result(i, epoch[i], _loss(i, epoch[i]))
@@ -53,12 +64,59 @@ def _decide_all(on_add, on_result, trials: int = 60, workers: int = 3) -> list[t
     return log
 
 
-def _ray(scheduler: CostAwareHyperBand) -> list:
-    def on_result(i: int, epoch: int, loss: float) -> str:
-        result = {"loss": loss, "training_iteration": epoch, "time_total_s": float(epoch)}
-        return scheduler.on_trial_result(None, _trial(f"t{i}"), result)
+class _Controller:
+    """What ``CostAwareHyperBand`` asks of Tune's controller: the trials, each one's status, and
+    whether the searcher has made its last trial."""
 
-    return _decide_all(lambda i: scheduler.on_trial_add(None, _trial(f"t{i}")), on_result)
+    def __init__(self, scheduler: CostAwareHyperBand, trials: int) -> None:
+        self.scheduler, self.trials, self.expected = scheduler, {}, trials
+        self.search_alg = SimpleNamespace(
+            is_finished=lambda: len(self.trials) == self.expected, on_trial_complete=lambda *a, **k: None
+        )
+
+    def get_trials(self) -> list:
+        return list(self.trials.values())
+
+    def stop_trial(self, trial) -> None:
+        trial.status = "TERMINATED"
+        self.scheduler.on_trial_remove(self, trial)
+
+
+def _ray(scheduler: CostAwareHyperBand, trials: int = 60) -> list:
+    controller = _Controller(scheduler, trials)
+
+    def on_add(i: int) -> None:
+        trial = controller.trials[f"t{i}"] = _trial(f"t{i}")
+        trial.status = "RUNNING"
+        scheduler.on_trial_add(controller, trial)
+        assert scheduler.choose_trial_to_run(controller) is None  # Tune asks every step: all are busy
+
+    def on_result(i: int, epoch: int, loss: float) -> str:
+        trial = controller.trials[f"t{i}"]
+        result = {
+            "loss": loss,
+            "training_iteration": epoch,
+            "time_total_s": float(epoch),
+            "should_checkpoint": True,
+        }
+        decision = scheduler.on_trial_result(controller, trial, result)
+        if decision == "PAUSE":
+            trial.status = "PAUSED"
+            return "STOP"  # for now: it may be taken up again at the end
+        if decision == "STOP" or epoch == EPOCHS:
+            trial.status = "TERMINATED"
+            scheduler.on_trial_complete(controller, trial, result)
+            return "STOP"
+        return decision
+
+    def take_up() -> int | None:
+        trial = scheduler.choose_trial_to_run(controller)
+        if trial is None:
+            return None
+        trial.status = "RUNNING"
+        return int(trial.trial_id[1:])
+
+    return _decide_all(on_add, on_result, take_up, trials)
 
 
 def test_plain_ray_sweep_and_replay_decide_alike_by_default() -> None:
@@ -84,10 +142,15 @@ def test_plain_ray_sweep_and_replay_decide_alike_by_default() -> None:
             replayed.on_end(f"t{i}", StopReason.STOPPED)
         return "STOP" if decision is Decision.STOP else "CONTINUE"
 
+    def take_up() -> int | None:  # as costtune.replay hands the simulator's free worker
+        chosen = replayed.next_promotion()
+        return None if chosen is None else int(chosen[1:])
+
     log = _ray(plain)
     assert sum(d == "STOP" for *_, d in log) > 30  # the rungs decide: most trials stop early
+    assert sum(d == "TAKEN UP" for *_, d in log) >= 2  # ... and some they stopped make the cut at the end
     assert _ray(swept) == log
-    assert _decide_all(lambda i: replayed.on_add(f"t{i}"), on_result) == log
+    assert _decide_all(lambda i: replayed.on_add(f"t{i}"), on_result, take_up) == log
     # and the three are built from one settings object
     assert (plain.policy.grace_epochs, plain.policy.eta) == (DEFAULTS.grace_epochs, DEFAULTS.eta)
     assert config.stopping == type(config.stopping)() and not hasattr(DEFAULTS, "min_relative_roi")

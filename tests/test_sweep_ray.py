@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import sys
+from typing import Any
 
 import pandas as pd
 import pytest
@@ -14,10 +15,11 @@ from costtune.cli import main
 from costtune.core.config import parse_config
 from costtune.core.cost import CostModel
 from costtune.core.ledger import LEDGER_FILE
-from costtune.core.policy import AsyncHyperband, Decision
+from costtune.core.policy import AsyncHyperband, Decision, StopReason
 from costtune.errors import ConfigError
 from costtune.sweep import run_sweep
 from tests.conftest import SMALL
+from tests.user_trainables import checkpointed_steps
 
 pytestmark = pytest.mark.ray
 
@@ -68,8 +70,12 @@ def test_ray_adapter_decides_exactly_what_the_pure_policy_decides(small_run) -> 
     stopped_at: dict[str, int] = {}
     for line in (small_run.output_dir / LEDGER_FILE).read_text().splitlines():
         event = json.loads(line)
-        if event["event"] != "result" or event["trial_id"] in stopped_at:
+        if event["event"] != "result":
             continue
+        if event["trial_id"] in stopped_at:  # reports again: taken up after a rung stopped it
+            assert policy.stop_reason(event["trial_id"]) is StopReason.RUNG_PRUNED
+            policy.take_up(event["trial_id"])
+            del stopped_at[event["trial_id"]]
         usd = cost.cost_usd(event["seconds"], event["devices"], event["device_kind"])
         decision = policy.on_result(event["trial_id"], event["epoch"], event["metrics"]["val_loss"], usd)
         if decision is Decision.STOP:
@@ -105,25 +111,35 @@ def test_cli_sweep_end_to_end_prints_the_cost_table(ray_session, tmp_path) -> No
     assert yaml.safe_load((out / "config.yaml").read_text())["seed"] == 7
 
 
-def test_cost_aware_hyperband_in_a_plain_tuner_maximising(ray_session, tmp_path) -> None:
+def _one_at_a_time(trainable, param_space: dict, metric: str, mode: str, tmp_path) -> Any:
+    """A plain ``tune.Tuner`` with ``CostAwareHyperBand`` (rungs at epochs 1 and 3 of 9, η = 3)
+    that runs one trial at a time."""
     from ray import tune
 
     from costtune.ray import CostAwareHyperBand
+
+    return tune.Tuner(
+        trainable,
+        param_space=param_space,
+        tune_config=tune.TuneConfig(
+            metric=metric,
+            mode=mode,
+            max_concurrent_trials=1,
+            scheduler=CostAwareHyperBand(max_epochs=9, grace_epochs=1, eta=3, brackets=1),
+        ),
+        run_config=tune.RunConfig(storage_path=str(tmp_path), verbose=0),
+    )
+
+
+def test_cost_aware_hyperband_in_a_plain_tuner_maximising(ray_session, tmp_path) -> None:
+    from ray import tune
 
     def trainable(config: dict) -> None:
         for epoch in range(1, 10):
             tune.report({"score": config["quality"] * (1 - 1 / (epoch + 1))})
 
-    tuner = tune.Tuner(
-        trainable,
-        param_space={"quality": tune.grid_search([0.1, 0.2, 0.3, 0.4, 0.5, 0.6])},
-        tune_config=tune.TuneConfig(
-            metric="score",
-            mode="max",
-            max_concurrent_trials=1,
-            scheduler=CostAwareHyperBand(max_epochs=9, grace_epochs=1, eta=3, brackets=1),
-        ),
-        run_config=tune.RunConfig(storage_path=str(tmp_path), verbose=0),
+    tuner = _one_at_a_time(
+        trainable, {"quality": tune.grid_search([0.1, 0.2, 0.3, 0.4, 0.5, 0.6])}, "score", "max", tmp_path
     )
     results = tuner.fit()
     epochs = {r.config["quality"]: r.metrics["training_iteration"] for r in results}
@@ -136,22 +152,12 @@ def test_cost_aware_hyperband_in_a_plain_tuner_maximising(ray_session, tmp_path)
 def test_cost_aware_hyperband_prunes_worse_trials_in_a_plain_tuner(ray_session, tmp_path) -> None:
     from ray import tune
 
-    from costtune.ray import CostAwareHyperBand
-
     def trainable(config: dict) -> None:
         for epoch in range(1, 10):
             tune.report({"loss": config["badness"] / epoch})
 
-    tuner = tune.Tuner(
-        trainable,
-        param_space={"badness": tune.grid_search([0.1, 0.5, 0.6, 0.7, 0.8, 0.9])},
-        tune_config=tune.TuneConfig(
-            metric="loss",
-            mode="min",
-            max_concurrent_trials=1,
-            scheduler=CostAwareHyperBand(max_epochs=9, grace_epochs=1, eta=3, brackets=1),
-        ),
-        run_config=tune.RunConfig(storage_path=str(tmp_path), verbose=0),
+    tuner = _one_at_a_time(
+        trainable, {"badness": tune.grid_search([0.1, 0.5, 0.6, 0.7, 0.8, 0.9])}, "loss", "min", tmp_path
     )
     epochs = {r.config["badness"]: r.metrics["training_iteration"] for r in tuner.fit()}
     # the best trial always goes on; a worse one goes on only when it reaches a rung while
@@ -160,6 +166,72 @@ def test_cost_aware_hyperband_prunes_worse_trials_in_a_plain_tuner(ray_session, 
     # ledger's arrival order in test_ray_adapter_decides_exactly_what_the_pure_policy_decides)
     assert epochs[0.1] == 9
     assert set(epochs.values()) <= {1, 3, 9}  # rungs at 1 and 3, or the end
+
+
+def test_a_trial_a_rung_stopped_is_taken_up_where_it_stopped_if_it_makes_the_cut_at_the_end(
+    ray_session, tmp_path
+) -> None:
+    from ray import tune
+
+    trace = tmp_path / "trace"
+    trace.mkdir()
+    # loss 1/epoch + x: at every epoch the trials rank by x. In this order the first rung stops 0.3:
+    # it arrives fifth, second of five. Once all six have reached it, 0.3 is in its top third.
+    xs = [0.1, 0.9, 0.8, 0.7, 0.3, 0.6]
+    tuner = _one_at_a_time(
+        checkpointed_steps,
+        {"x": tune.grid_search(xs), "max_epochs": 9, "epoch_s": 0.0, "trace_dir": str(trace)},
+        "loss",
+        "min",
+        tmp_path,
+    )
+    results = tuner.fit()
+    assert not results.errors
+    epochs = {r.config["x"]: r.metrics["training_iteration"] for r in results}
+    ran = [tuple(line.split()) for f in trace.iterdir() for line in f.read_text().splitlines()]
+    # every epoch of every trial ran once: the one taken up went on from its checkpoint
+    assert len(ran) == len(set(ran)) == sum(epochs.values())
+    # the rung's cut as it stands at the end, whatever order Tune started them in: 0.1 and 0.3
+    assert epochs[0.1] == 9 and epochs[0.3] >= 3
+    assert set(epochs.values()) <= {1, 3, 9}
+
+
+def test_a_sweeps_books_show_a_trial_taken_up_at_the_end_once_per_epoch(ray_session, tmp_path) -> None:
+    trace = tmp_path / "trace"
+    trace.mkdir()
+    xs = [0.1, 0.9, 0.8, 0.7, 0.3, 0.6]  # as above: 0.3 is stopped at the first rung, then makes its cut
+    config = {
+        "name": "late",
+        "trainable": {
+            "name": "tests.user_trainables:checkpointed_steps",
+            "args": {"trace_dir": str(trace), "epoch_s": 0.0},
+        },
+        "metric": "loss",
+        "max_epochs": 9,
+        "num_samples": len(xs),
+        "max_concurrent_trials": 1,
+        "search_space": {"x": {"type": "uniform", "low": 0.0, "high": 1.0}},
+        "searcher": {"type": "random", "points_to_evaluate": [{"x": x} for x in xs]},
+        "scheduler": {"grace_epochs": 1, "eta": 3, "brackets": 1},
+    }
+    result = run_sweep(parse_config(config), tmp_path / "run")
+    frame = result.trials.set_index("hp.x")
+    # points_to_evaluate, one at a time: they start in this order, and 0.3 ends at the second rung
+    assert frame["epochs"].to_dict() == {0.1: 9, 0.9: 1, 0.8: 1, 0.7: 1, 0.3: 3, 0.6: 1}
+    assert (frame.loc[frame["epochs"] < 9, "stop_reason"] == "rung_pruned").all()
+    events = [json.loads(line) for line in (result.output_dir / LEDGER_FILE).read_text().splitlines()]
+    ran = [tuple(line.split()) for f in trace.iterdir() for line in f.read_text().splitlines()]
+    reported = [(e["trial_id"], e["epoch"]) for e in events if e["event"] == "result"]
+    # each epoch ran once and was charged once: the trial taken up went on from its checkpoint
+    assert len(ran) == len(set(ran)) == len(reported) == len(set(reported)) == frame["epochs"].sum()
+    assert result.summary["total_cost_usd"] == pytest.approx(frame["cost_usd"].sum())
+    # the books ended it at the first rung, opened it again when it was taken up, and ended it
+    # at the second
+    taken = frame.loc[0.3, "trial_id"]
+    ends = [(e["stop_reason"], e["status"]) for e in events if e["event"] == "end" and e["trial_id"] == taken]
+    assert ends == [("rung_pruned", "TERMINATED")] * 2
+    epochs = [e["epoch"] for e in events if e["event"] == "result" and e["trial_id"] == taken]
+    assert epochs == [1, 2, 3]
 
 
 #: a user's own trainable (loss → (x − 0.3)² + 1/epoch), every trial to the end

@@ -9,7 +9,7 @@ costtune's :class:`~costtune.core.policy.AsyncHyperband` through its hooks, for
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable
+from collections.abc import Collection, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -150,6 +150,11 @@ class LabHyperband(AsyncHyperband):
             ≤ 0 (a prototype: at 0.3 and 0.5 it changed 1 of 18 crossing runs and 2–10 of 320
             LCBench run-targets; ``benchmarks/ARCHIVE.md``).
     """
+
+    def next_promotion(self, candidates: Collection[str] | None = None) -> str | None:
+        """No late promotion: these rungs are Optuna's ``SuccessiveHalvingPruner`` decision for
+        decision (the ``rungs`` row), and every mechanism here was measured on them."""
+        return None
 
     def __init__(
         self,

@@ -107,10 +107,11 @@ def simulate(
     ``StopReason.TRUNCATED``), never as finished.
     ``charge_decision_time`` adds the host's measured decision time to the simulated clock
     (off by default: with it, runs on tied epoch times depend on the host's speed).
-    ``thaw``, asked when a worker is free and no configuration is left, names a trial the
-    policy stopped to take up again at the epoch after the one it stopped at (``None``: none);
-    the searcher is not told of it again. costtune's rungs thaw nothing; the benchmarks'
-    freeze-thaw variant (``benchmarks/lab/thaw.py``) does.
+    ``thaw``, asked after every epoch while a worker is free and no configuration is left, names
+    a trial the policy stopped to take up again at the epoch after the one it stopped at
+    (``None``: none);
+    the searcher is not told of it again (``costtune replay`` passes the rungs'
+    :meth:`~costtune.core.policy.AsyncHyperband.next_promotion`).
     """
     sim = Simulation()
     queue = list(curves)
@@ -201,11 +202,14 @@ def simulate(
                 policy.on_end(config_id, StopReason.STOPPED)
             if on_trial_end is not None and config_id not in thawed:
                 on_trial_end(config_id, epoch, loss)
-            if not out_of_money:
-                go_on(now)
         else:
             heapq.heappush(running, (now + curve.epoch_seconds[epoch], tiebreak, epoch + 1, config_id))
             tiebreak += 1
         if out_of_money:
             running.clear()
+            continue
+        # a free worker takes the next configuration, or else a trial ``thaw`` takes up; one
+        # left idle is offered again after every event (as Ray's scheduler is asked every step)
+        while len(running) < workers and go_on(now):
+            pass
     return sim

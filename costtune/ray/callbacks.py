@@ -147,6 +147,11 @@ class LedgerCallback(Callback):
         result["cost_usd"] = self.ledger.cost_usd(record)
         result["device_hours"] = hours
         result["gpu_hours"] = hours if is_gpu(record.device_kind) else 0.0
+        if self.stop_reason_of(trial.trial_id) == StopReason.RUNG_PRUNED.value:
+            # a rung stopped it with this result (Tune has asked the scheduler already). Paused
+            # at its checkpoint, it ends here in the books; if it makes the rung's cut once no
+            # configuration is left, its next report opens it again.
+            self._end(trial, "TERMINATED", StopReason.RUNG_PRUNED.value)
 
     def on_trial_recover(self, iteration: int, trials: list, trial: Any, **info: Any) -> None:
         # The trial failed (its node or process died) and restarts from its last
@@ -211,7 +216,11 @@ class LedgerCallback(Callback):
         if record is not None and record.status != "RUNNING":
             return  # already ended in the log (a resumed sweep closing it again)
         hung_s = self.extra_seconds_of(trial.trial_id)
-        self._release(trial.trial_id, time.time(), hung_s)
+        # a trial paused at a rung and ended there let go of its devices when it last reported
+        paused = getattr(trial, "status", None) == "PAUSED"
+        self._release(
+            trial.trial_id, self.ledger.last_report_time(trial.trial_id) if paused else time.time(), hung_s
+        )
         self.ledger.end(
             trial.trial_id,
             status=status,

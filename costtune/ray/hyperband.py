@@ -1,7 +1,9 @@
 """``CostAwareHyperBand``: the pure :class:`~costtune.core.policy.AsyncHyperband` as a Ray Tune scheduler.
 
 The class translates and does not decide: it reads a result, meters the trial's dollars
-from the resources it holds, asks the policy, and maps the answer to CONTINUE / STOP.
+from the resources it holds, asks the policy, and maps the answer to CONTINUE / PAUSE / STOP;
+once Tune's searcher has made its last trial, it asks the policy which paused trial a free
+worker takes up (:meth:`~costtune.core.policy.AsyncHyperband.next_promotion`).
 
 Usable on its own in a plain ``ray.tune.Tuner``::
 
@@ -14,8 +16,10 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+from ray.tune.experiment import Trial
+from ray.tune.result import SHOULD_CHECKPOINT
 from ray.tune.schedulers import FIFOScheduler, TrialScheduler
 
 from costtune.core.cost import CostModel
@@ -29,9 +33,6 @@ from costtune.errors import ConfigError
 from costtune.ray.governed import GovernedMixin, shared_governor
 from costtune.ray.placement import billed_usd
 
-if TYPE_CHECKING:
-    from ray.tune.experiment import Trial
-
 _TO_RAY = {
     Decision.CONTINUE: TrialScheduler.CONTINUE,
     Decision.PAUSE: TrialScheduler.PAUSE,
@@ -43,6 +44,12 @@ class CostAwareHyperBand(GovernedMixin, FIFOScheduler):
     """Asynchronous Hyperband on metered dollars: the rungs of
     :class:`~costtune.core.policy.AsyncHyperband` (a rung keeps its top max(1, ⌊n/η⌋) by
     loss), each result priced from what the trial held, and the sweep's caps and budget.
+
+    A trial a rung stops is paused (Tune saves its checkpoint; one whose trainable saves none
+    is stopped), and the searcher is told it ended there. Once the searcher has made its last
+    trial, a free worker takes up a paused trial that makes its rung's cut as the rung stands
+    then; when nothing runs and none does, the paused trials end (``rung_pruned``). A resumed
+    sweep ends the trials that were paused when it was interrupted.
 
     Args:
         metric: metric to optimise; usually set through ``TuneConfig``.
@@ -94,6 +101,11 @@ class CostAwareHyperBand(GovernedMixin, FIFOScheduler):
         self.seconds_field = seconds_field
         self.ledger = ledger
         self._restored = True  # False from unpickling until first use (see policy)
+        #: trials paused at a rung (until taken up or ended), the results at the rung the
+        #: searcher has not been told of yet, and the most trials the sweep has run at once
+        self._paused: set[str] = set()
+        self._untold: dict[str, dict] = {}
+        self._workers = 0
 
     @property
     def policy(self) -> AsyncHyperband:
@@ -134,12 +146,63 @@ class CostAwareHyperBand(GovernedMixin, FIFOScheduler):
             Direction.of(self._mode).loss(result[self._metric]),
             cost_usd,
         )
+        if (
+            decision is Decision.STOP
+            and self.policy.stop_reason(trial.trial_id) is StopReason.RUNG_PRUNED
+            and _can_go_on(trial, result)
+        ):
+            # paused at its checkpoint: taken up again if it makes its rung's cut at the end
+            decision = Decision.PAUSE
+            self._paused.add(trial.trial_id)
+            self._untold[trial.trial_id] = dict(result)
+            self._finished(trial)  # the governor's clock for it stops while it waits
         self._persist()
         return _TO_RAY[decision]
 
     def choose_trial_to_run(self, tune_controller: Any) -> Trial | None:
+        """A pending trial first. Once no configuration is left, a free worker takes up a trial
+        a rung paused that now makes that rung's cut (:meth:`AsyncHyperband.next_promotion`);
+        when nothing runs and none makes its cut, the paused ones end there (``rung_pruned``).
+        Any other paused trial goes on as under Tune's FIFO."""
         self._govern(tune_controller)
-        return super().choose_trial_to_run(tune_controller)
+        self._tell_searcher(tune_controller)
+        trials = list(tune_controller.get_trials())
+        running = sum(t.status == Trial.RUNNING for t in trials)
+        self._workers = max(self._workers, running)  # the most trials this sweep ran at once
+        for trial in trials:
+            if trial.status == Trial.PENDING:
+                if self.policy.stop_reason(trial.trial_id) is StopReason.RUNG_PRUNED:
+                    # paused at a rung before the sweep was interrupted: a resume made it pending
+                    # again, and Tune would start it; it ends where the rung left it
+                    tune_controller.stop_trial(trial)
+                    continue
+                return trial
+        waiting = {t.trial_id: t for t in trials if t.status == Trial.PAUSED and t.trial_id in self._paused}
+        if waiting and running < max(1, self._workers) and _no_configuration_left(tune_controller):
+            affordable = self.governor is None or self.governor.can_start()
+            chosen = self.policy.next_promotion(waiting) if affordable else None
+            if chosen is not None:
+                self._paused.discard(chosen)
+                self._persist()
+                return waiting[chosen]
+            if running == 0:  # nothing runs that could change a rung: none will make its cut
+                for trial_id in sorted(waiting):
+                    tune_controller.stop_trial(waiting[trial_id])
+        for trial in trials:
+            if trial.status == Trial.PAUSED and trial.trial_id not in self._paused:
+                return trial
+        return None
+
+    def _tell_searcher(self, tune_controller: Any) -> None:
+        """Tell the searcher that the trials paused at a rung ended there, with their result at
+        the rung, as it hears of a stopped trial (and it frees their place under
+        ``max_concurrent_trials``). Told a step later than the pause: Tune gives the searcher a
+        trial's result after asking the scheduler."""
+        search_alg = getattr(tune_controller, "search_alg", None)
+        while self._untold:
+            trial_id, result = self._untold.popitem()
+            if search_alg is not None:
+                search_alg.on_trial_complete(trial_id, result=result)
 
     def on_trial_complete(self, tune_controller: Any, trial: Trial, result: dict) -> None:
         self.policy.on_end(trial.trial_id, StopReason.COMPLETED)
@@ -148,10 +211,12 @@ class CostAwareHyperBand(GovernedMixin, FIFOScheduler):
     def on_trial_error(self, tune_controller: Any, trial: Trial) -> None:
         self.policy.on_end(trial.trial_id, StopReason.ERROR)
         self._finished(trial)
+        self._paused.discard(trial.trial_id)
 
     def on_trial_remove(self, tune_controller: Any, trial: Trial) -> None:
         self.policy.on_end(trial.trial_id, StopReason.STOPPED)
         self._finished(trial)
+        self._paused.discard(trial.trial_id)
 
     def stop_reason(self, trial_id: str) -> str | None:
         reason = self.policy.stop_reason(trial_id)
@@ -159,7 +224,10 @@ class CostAwareHyperBand(GovernedMixin, FIFOScheduler):
 
     def debug_string(self) -> str:
         stopped = sum(1 for t in self.policy.trials.values() if t.stop_reason is StopReason.RUNG_PRUNED)
-        return f"CostAwareHyperBand: {len(self.policy.trials)} trials, {stopped} pruned at rungs"
+        return (
+            f"CostAwareHyperBand: {len(self.policy.trials)} trials, {stopped} pruned at rungs "
+            f"({len(self._paused)} paused, to be taken up if they make their rung's cut at the end)"
+        )
 
     def _persist(self) -> None:
         if self.state_path is None or self.policy.version == self._saved_version:
@@ -175,6 +243,8 @@ class CostAwareHyperBand(GovernedMixin, FIFOScheduler):
         if self.state_path is not None:
             self.state_path = str(relocated(Path(self.state_path)))
         self._restored = False  # read back on first use
+        # what waited in the process that pickled it: a resume ends the trials paused at a rung
+        self._paused, self._untold, self._workers = set(), {}, 0
 
     def catch_up(self) -> int:
         """Feed the policy, in the books' order, every result and end the ledger holds and
@@ -196,7 +266,9 @@ class CostAwareHyperBand(GovernedMixin, FIFOScheduler):
             # policy; a reported NaN it did), or a result the rungs already hold
             if row.kind != RESULT or (state is not None and state.epochs >= epoch):
                 continue
-            if state is not None and state.stop_reason is not None:
+            if state is not None and state.stop_reason is StopReason.RUNG_PRUNED:
+                self.policy.take_up(trial_id)  # it reported again: taken up once no configuration was left
+            elif state is not None and state.stop_reason is not None:
                 continue  # ended by the policy already: what came after does not change the rungs
             self.policy.on_result(trial_id, epoch, direction.loss(value), spent[trial_id])
             fed += 1
@@ -221,6 +293,19 @@ class CostAwareHyperBand(GovernedMixin, FIFOScheduler):
     def load_state_dict(self, state: dict[str, Any]) -> None:
         self._metric, self._mode = state["metric"], state["mode"]
         self.policy.load_state_dict(state["policy"])
+
+
+def _can_go_on(trial: Trial, result: dict) -> bool:
+    """Whether the trial can be taken up where it stopped: its trainable saves checkpoints (one
+    came with this result, or one was saved before). Without one it would start over."""
+    return bool(result.get(SHOULD_CHECKPOINT)) or getattr(trial, "checkpoint", None) is not None
+
+
+def _no_configuration_left(tune_controller: Any) -> bool:
+    """Tune's searcher has made its last trial (the controller's ``search_alg``, which Ray's own
+    ``HyperBandForBOHB`` reads too)."""
+    search_alg = getattr(tune_controller, "search_alg", None)
+    return search_alg is not None and bool(search_alg.is_finished())
 
 
 #: the shape of ``scheduler_state.json`` that :meth:`CostAwareHyperBand.state_dict` writes;

@@ -169,3 +169,30 @@ def test_a_diverged_trial_is_saved_as_strict_json_and_read_back() -> None:
     restored.load_state_dict(json.loads(text))
     assert math.isnan(restored.rungs[0][5]["nan"].loss)
     assert restored.state_dict() == policy.state_dict()
+
+
+def test_once_no_configuration_is_left_a_stopped_trial_that_makes_its_rungs_cut_is_taken_up() -> None:
+    policy = AsyncHyperband(max_epochs=9, grace_epochs=1, eta=3, brackets=1)  # rungs at 1 and 3
+    # at the first rung, in this order: a promoted (first), b..e stopped (not in the top third so far)
+    for trial_id, loss in [("a", 0.1), ("b", 0.9), ("c", 0.8), ("d", 0.7), ("e", 0.3), ("f", 0.6)]:
+        policy.on_result(trial_id, 1, loss, 1.0)
+    assert policy.stop_reason("e") is StopReason.RUNG_PRUNED
+    # six at the rung: its cut is the top two, a and e; only e of the stopped ones makes it
+    assert policy.next_promotion(candidates={"b", "c", "d", "f"}) is None  # e cannot go on
+    assert policy.next_promotion() == "e" and policy.stop_reason("e") is None
+    assert policy.next_promotion() is None  # nothing else makes the cut: the sweep ends
+    assert policy.on_result("e", 2, 0.3, 2.0) is Decision.CONTINUE  # judged again at its next rung
+    policy.on_result("a", 3, 0.1, 3.0)
+    assert policy.on_result("e", 3, 0.3, 3.0) is Decision.STOP  # second of two at epoch 3: stopped
+    assert policy.next_promotion() is None
+    # four more reach epoch 3, each best at epoch 1 and worse than e at epoch 3: six there, and
+    # e, second of them, makes that rung's cut now; it is taken up again from there
+    for k, trial_id in enumerate("ghij"):
+        assert policy.on_result(trial_id, 1, 0.04 - 0.01 * k, 1.0) is Decision.CONTINUE
+        policy.on_result(trial_id, 2, 0.4, 2.0)
+        assert policy.on_result(trial_id, 3, 0.5 + 0.1 * k, 3.0) is Decision.STOP
+    saved = policy.state_dict()
+    assert policy.next_promotion() == "e"
+    restored = AsyncHyperband(max_epochs=9, grace_epochs=1, eta=3, brackets=1)
+    restored.load_state_dict(saved)  # what a waiting trial needs survives a saved state
+    assert restored.stop_reason("e") is StopReason.RUNG_PRUNED and restored.next_promotion() == "e"

@@ -15,6 +15,7 @@ through the hooks named ``_ladders``, ``_next_bracket``, ``_before_rungs``, ``_j
 from __future__ import annotations
 
 import math
+from collections.abc import Collection
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -57,7 +58,8 @@ class AsyncHyperband:
     A rung keeps the top max(1, ⌊n/η⌋) of its n trials by loss
     (:mod:`~costtune.core.policy.successive_halving`). With the defaults it decides as
     Optuna's ``SuccessiveHalvingPruner(min_resource=5, reduction_factor=5)``, decision for
-    decision (``benchmarks/RESULTS.md``).
+    decision, until no configuration is left; then :meth:`next_promotion` takes up the
+    stopped trials that make their rung's cut (``benchmarks/RESULTS.md``).
     """
 
     def __init__(
@@ -187,6 +189,46 @@ class AsyncHyperband:
     def stop_reason(self, trial_id: str) -> StopReason | None:
         state = self.trials.get(trial_id)
         return None if state is None else state.stop_reason
+
+    # -------------------------------------------------------- late promotion
+    def next_promotion(self, candidates: Collection[str] | None = None) -> str | None:
+        """A trial a rung stopped that makes that rung's cut as the rung stands now, to be taken
+        up again where it stopped (``None``: none does); asked when a worker is free and no
+        configuration is left to start.
+
+        An asynchronous rung judges each trial against the trials that reached it before. Once
+        every configuration has been started, a trial stopped early may rank within the top
+        max(1, ⌊n/η⌋) of all its rung's n trials: the trials synchronous successive halving
+        would have promoted. The deepest rung goes first, then the best-ranked. The trial named
+        is taken up (:meth:`take_up`) and judged at its next rung like any other. When none
+        qualifies, the sweep ends by itself. ``candidates``: only these trials may be named
+        (those whose run can go on from where it stopped); ``None``: any.
+        """
+        best: tuple[int, int, str] | None = None
+        for trial_id, state in self.trials.items():
+            if state.stop_reason is not StopReason.RUNG_PRUNED:
+                continue
+            if candidates is not None and trial_id not in candidates:
+                continue
+            rungs = self.rungs[state.bracket]
+            at = max((r for r, rung in rungs.items() if trial_id in rung), default=None)
+            if at is None or not self._promotable(trial_id, rungs[at]):
+                continue
+            key = (-at, rungs[at].ahead(trial_id), trial_id)
+            if best is None or key < best:
+                best = key
+        if best is None:
+            return None
+        self.take_up(best[2])
+        return best[2]
+
+    def take_up(self, trial_id: str) -> None:
+        """A trial a rung stopped goes on (:meth:`next_promotion` named it; or a resumed
+        sweep's books show it went on)."""
+        state = self.trials[trial_id]
+        if state.stop_reason is StopReason.RUNG_PRUNED:
+            state.stop_reason = None
+            self.version += 1
 
     # ------------------------------------------------------------------- state
     def geometry(self) -> dict[str, Any]:
