@@ -405,10 +405,15 @@ def test_replay_of_a_run_directory_uses_its_own_curves_prices_and_best(small_run
     done = CliRunner().invoke(main, ["replay", str(run), "--json"])
     data = json.loads(done.output)
     assert data["target"] == pytest.approx(small_run.summary["best_metric"])  # val_loss: its own loss
-    # the recorded trials, replayed with the run's own rungs, reach the run's best
-    for name in ("recorded", "costtune"):
-        assert data["runs"][name]["cost_to_target_usd"] is not None, data["runs"]
-        assert data["runs"][name]["best_val_loss"] == pytest.approx(small_run.summary["best_metric"])
+    # the recorded trials, each to its end, reach the run's best; the run's own rungs, one worker in
+    # file order, decide on the same curves (whether they keep the run's best depends on the order
+    # the two workers of the run happened to bring the trials to a rung in)
+    recorded, ours = data["runs"]["recorded"], data["runs"]["costtune"]
+    assert recorded["cost_to_target_usd"] is not None, data["runs"]
+    assert recorded["best_val_loss"] == pytest.approx(small_run.summary["best_metric"])
+    seen = [m["val_loss"] for r in small_run.ledger.trials.values() for *_, m in r.metric_history]
+    assert min(seen, key=lambda v: abs(v - ours["best_val_loss"])) == pytest.approx(ours["best_val_loss"])
+    assert recorded["best_val_loss"] <= ours["best_val_loss"] and ours["cost_usd"] <= recorded["cost_usd"]
     # its epochs' metered seconds at its own price (the time held between epochs, billed in the
     # run as charges, is not an epoch's and is not replayed)
     cost = small_run.ledger.spec.cost_model
