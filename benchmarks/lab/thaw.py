@@ -17,7 +17,9 @@ first (``order``):
   judges a trial against those that reached it before; this takes up what the rung, judged
   again once every configuration has reached it, would have kept (the promotions of
   synchronous successive halving, and of the ASHA paper's promotion rule), and ends by
-  itself, without a budget.
+  itself, without a budget. It is costtune's default now
+  (:meth:`~costtune.core.policy.AsyncHyperband.next_promotion`), kept here as the order it was
+  measured as.
 
 A thawed trial goes on to its next rung and is judged there like any other. ``share`` caps
 what thawing may spend, as a share of what the sweep had spent when it began (``None``:
@@ -65,6 +67,11 @@ class ThawHyperband(AsyncHyperband):
             self._spent_before = self.spent
         if self.share is not None and self.spent - self._spent_before >= self.share * self._spent_before:
             return None
+        if self.order == "cut":  # costtune's own late promotion, the rungs' default
+            taken = self.next_promotion()
+            if taken is not None:
+                self.thawed.append(taken)
+            return taken
         best: tuple[Any, ...] | None = None
         chosen = None
         for trial_id, state in self.trials.items():
@@ -75,8 +82,6 @@ class ThawHyperband(AsyncHyperband):
             if at is None or math.isnan(rungs[at][trial_id].loss):
                 continue
             rung = rungs[at]
-            if self.order == "cut" and not self._promotable(trial_id, rung):
-                continue
             share = rung.ahead(trial_id) / len(rung)
             key = (share, -at, trial_id) if self.order == "quantile" else (-at, share, trial_id)
             if best is None or key < best:
