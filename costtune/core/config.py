@@ -241,8 +241,9 @@ class SearcherConfig(_Strict):
 
 
 class SchedulerConfig(_Strict):
-    """The scheduler. Its defaults are :data:`costtune.core.policy.defaults.DEFAULTS`: the rungs alone
-    (Optuna's successive halving, decision for decision)."""
+    """The scheduler. Its defaults are :data:`costtune.core.policy.defaults.DEFAULTS`: Optuna's
+    successive halving, decision for decision, and at the end the trials a rung stopped that make
+    its cut as it stands."""
 
     type: Literal["cost_aware_hyperband", "pbt", "fifo"] = "cost_aware_hyperband"
     grace_epochs: int = Field(

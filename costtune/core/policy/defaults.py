@@ -4,16 +4,18 @@
 YAML config and the Python API) and ``costtune replay`` all take their defaults from
 :data:`DEFAULTS`, so the three decide alike on the same events (a test says so).
 
-The default is the rungs alone: one bracket of asynchronous successive halving, a first rung
-at 5 epochs, the best fifth (⌊n/η⌋, at least one) of each rung going on — Optuna's
-``SuccessiveHalvingPruner(min_resource=5, reduction_factor=5)`` decision for decision. Each
-mechanism built on top of it (escalation and the hedge, the warm-up, the look-ahead, the rung
-checks, the relative stopping rule and its readings) was dearer than the rungs alone on at
-least one family of curves, significantly, and is no longer a sweep's option; they live in
-``benchmarks/lab/`` for the benchmarks' ablations. The searcher is Optuna's univariate TPE:
-with the same rungs it reached the targets cheaper than random search on LCBench (p < 0.01)
-and was level elsewhere (``benchmarks/RESULTS.md``, "Choosing the default on several
-families").
+The default is the rungs with late promotion: one bracket of asynchronous successive halving,
+a first rung at 5 epochs, the best fifth (⌊n/η⌋, at least one) of each rung going on — Optuna's
+``SuccessiveHalvingPruner(min_resource=5, reduction_factor=5)`` decision for decision — until no
+configuration is left; then a free worker takes up a trial a rung stopped that makes that rung's
+cut as it stands (:meth:`~costtune.core.policy.AsyncHyperband.next_promotion`): never dearer to
+a target on any family, cheaper on LCBench's best. Each other mechanism built on the rungs
+(escalation and the hedge, the warm-up, the look-ahead, the rung checks, the relative stopping
+rule and its readings) was dearer than the rungs alone on at least one family of curves,
+significantly, and is no longer a sweep's option; they live in ``benchmarks/lab/`` for the
+benchmarks' ablations. The searcher is Optuna's univariate TPE: with the same rungs it reached
+the targets cheaper than random search on LCBench (p < 0.01) and was level elsewhere
+(``benchmarks/RESULTS.md``, "Choosing the default on several families").
 """
 
 from __future__ import annotations
