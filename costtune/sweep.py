@@ -864,6 +864,11 @@ class _RayLogsInOneLine(logging.Filter):
         message = record.getMessage()
         if "Tuner.restore(" in message or message.startswith("Trials did not complete"):
             return False
+        if message.startswith(("Received additional result for trial", "Received additional completion")):
+            # Ray's Optuna searcher on a trial a rung paused and then took up: it was told the
+            # trial ended at the rung (as costtune replay's searcher is); its later epochs, and
+            # Tune's closing of it, are not the searcher's (one warning per epoch, with the result)
+            return False
         text = message
         if record.exc_info and record.exc_info[1] is not None:
             text = f"{message}\n{record.exc_info[1]}"

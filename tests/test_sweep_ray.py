@@ -234,6 +234,24 @@ def test_a_sweeps_books_show_a_trial_taken_up_at_the_end_once_per_epoch(ray_sess
     assert epochs == [1, 2, 3]
 
 
+def test_a_sweep_keeps_rays_optuna_searcher_quiet_about_a_trial_taken_up_after_a_rung() -> None:
+    import logging
+
+    from costtune.sweep import _RayLogsInOneLine
+
+    def record(message: str) -> logging.LogRecord:
+        return logging.LogRecord(
+            "ray.tune.search.optuna.optuna_search", logging.WARNING, "", 0, message, (), None
+        )
+
+    quiet = _RayLogsInOneLine()
+    assert not quiet.filter(
+        record("Received additional result for trial 1a, but it already finished. Result: {}")
+    )
+    assert not quiet.filter(record("Received additional completion for trial 1a, but it already finished."))
+    assert quiet.filter(record("Something else the searcher says"))
+
+
 #: a user's own trainable (loss → (x − 0.3)² + 1/epoch), every trial to the end
 QUADRATIC = {
     "trainable": {"name": "tests.user_trainables:quadratic"},

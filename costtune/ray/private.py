@@ -34,6 +34,7 @@ RAY_LOGGERS = (
     "ray.tune.execution.tune_controller",
     "ray.tune.execution.experiment_state",
     "ray.train._internal.syncer",
+    "ray.tune.search.optuna.optuna_search",
 )
 
 
