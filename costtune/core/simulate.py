@@ -109,9 +109,8 @@ def simulate(
     (off by default: with it, runs on tied epoch times depend on the host's speed).
     ``thaw``, asked after every epoch while a worker is free and no configuration is left, names
     a trial the policy stopped to take up again at the epoch after the one it stopped at
-    (``None``: none);
-    the searcher is not told of it again (``costtune replay`` passes the rungs'
-    :meth:`~costtune.core.policy.AsyncHyperband.next_promotion`).
+    (``None``: none); the searcher is not told of it again (``costtune replay`` passes the
+    rungs' :meth:`~costtune.core.policy.AsyncHyperband.next_promotion`).
     """
     sim = Simulation()
     queue = list(curves)
