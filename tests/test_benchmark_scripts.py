@@ -141,21 +141,32 @@ def test_optuna_hyperband_peer_gives_the_same_run_for_the_same_seed() -> None:
     assert run(3) == run(3)
 
 
-def test_slow_starters_help_names_every_setting_and_a_bad_one_is_refused() -> None:
+def _slow_starters(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
+    """``benchmarks/slow_starters.py ARGV`` run in this process (its main, as the script runs
+    it): the exit status, stdout and stderr."""
+    sys.path.insert(0, str(REPO / "benchmarks"))
+    import slow_starters
+
+    capsys.readouterr()
+    try:
+        slow_starters.main(list(argv))
+        code = 0
+    except SystemExit as exit_:
+        code = int(exit_.code or 0)
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_slow_starters_help_names_every_setting_and_a_bad_one_is_refused(capsys) -> None:
     """`slow_starters.py --help` lists its settings (one named with a % once broke it); an
     unknown setting is one line and exit 2, before anything runs."""
-    script = [sys.executable, "benchmarks/slow_starters.py"]
-    shown = subprocess.run([*script, "--help"], cwd=REPO, capture_output=True, text=True, timeout=60)
-    assert shown.returncode == 0, shown.stderr[-2000:]
-    assert "stall 2%" in shown.stdout and "default + noise-aware" in " ".join(shown.stdout.split())
-    bad = subprocess.run(
-        [*script, "--settings", "nope"], cwd=REPO, capture_output=True, text=True, timeout=60
-    )
-    assert bad.returncode == 2 and "nope" in bad.stderr
-    negative = subprocess.run(
-        [*script, "--first-table", "-1"], cwd=REPO, capture_output=True, text=True, timeout=60
-    )
-    assert negative.returncode == 2 and "--first-table" in negative.stderr
+    code, shown, err = _slow_starters(capsys, "--help")
+    assert code == 0, err
+    assert "stall 2%" in " ".join(shown.split()) and "default + noise-aware" in " ".join(shown.split())
+    code, _, err = _slow_starters(capsys, "--settings", "nope")
+    assert code == 2 and "nope" in err
+    code, _, err = _slow_starters(capsys, "--first-table", "-1")
+    assert code == 2 and "--first-table" in err
 
 
 def test_slow_starters_pairs_runs_with_the_first_setting() -> None:
@@ -347,47 +358,32 @@ def test_the_flat_start_guard_spares_unmoved_trials_only_once_most_judged_ones_w
     assert guard.start["late"] == 20
 
 
-def test_slow_starters_refuses_bad_counts() -> None:
-    done = subprocess.run(
-        [sys.executable, str(REPO / "benchmarks" / "slow_starters.py"), "--seeds", "0"],
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-    assert done.returncode == 2 and "--seeds: must be at least 1, got 0" in done.stderr
+def test_slow_starters_refuses_bad_counts(capsys) -> None:
     for argv, says in (
+        (["--seeds", "0"], "--seeds: must be at least 1, got 0"),
         (["--jobs", "0"], "--jobs: must be at least 1, got 0"),
         (["--kinds", "slow,fast"], "--kinds: unknown 'fast'"),
         (["--settings", "default,stoper only"], "--settings: unknown 'stoper only'"),
     ):
-        done = subprocess.run(
-            [sys.executable, str(REPO / "benchmarks" / "slow_starters.py"), *argv],
-            capture_output=True,
-            text=True,
-            timeout=120,
-        )
-        assert done.returncode == 2 and done.stderr.strip().splitlines()[-1].endswith(says), done.stderr
+        code, out, err = _slow_starters(capsys, *argv)
+        assert code == 2 and err.strip().splitlines()[-1].endswith(says), err
+        assert not out  # refused before its table began
 
 
-def test_slow_starters_writes_every_run_to_csv(tmp_path) -> None:
+def test_slow_starters_writes_every_run_to_csv(tmp_path, capsys) -> None:
     """``--out``: one row per run, the cost share and best loss the table's medians come from."""
     import csv
 
     out = tmp_path / "runs.csv"
     argv = ["--kinds", "crossing", "--tables", "1", "--seeds", "2", "--settings", "optuna tpe + sha"]
-    done = subprocess.run(
-        [sys.executable, str(REPO / "benchmarks" / "slow_starters.py"), *argv, "--out", str(out)],
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-    assert done.returncode == 0, done.stderr
+    code, stdout, err = _slow_starters(capsys, *argv, "--out", str(out))
+    assert code == 0, err
     rows = list(csv.DictReader(out.open()))
     assert [(r["kind"], r["table"], r["seed"], r["setting"]) for r in rows] == [
         ("crossing", "0", "0", "optuna tpe + sha"),
         ("crossing", "0", "1", "optuna tpe + sha"),
     ]
-    line = next(x for x in done.stdout.splitlines() if x.startswith("| crossing | optuna tpe + sha"))
+    line = next(x for x in stdout.splitlines() if x.startswith("| crossing | optuna tpe + sha"))
     shares = sorted(min(float(r["cost_share"]), 1.0) for r in rows)
     assert f"| {sum(shares) / 2:.3f} |" in line  # the median of two
 

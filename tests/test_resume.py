@@ -12,6 +12,7 @@ import sys
 import time
 import warnings
 from collections import Counter
+from collections.abc import Iterator
 from pathlib import Path
 
 import pandas as pd
@@ -89,6 +90,29 @@ def _killed_run(tmp_path: Path, name: str, ended: int = 2, running_epochs: int =
     return run
 
 
+@pytest.fixture(scope="module")
+def killed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    """One real sweep SIGKILLed with two trials ended and one unfinished at its second epoch
+    or later, for every test here that resumes or damages a killed run: each works on a copy
+    of its own (`_copy_of_killed`). Not one byte of it may change.
+
+    Every copy is resumed in the one Ray session of the tests, so each resume after the first
+    meets the files an earlier copy of the same run staged there (Tune names its driver staging
+    folder by the run's first start; a resume that took those restored the other copy's
+    finished search): each test's own count of finished trials checks that it did not."""
+    run = _killed_run(tmp_path_factory.mktemp("killed"), "killed", running_epochs=2)
+    untouched = _digest(run)
+    yield run
+    assert _digest(run) == untouched, "a test wrote into the shared killed run, not into its copy"
+
+
+def _copy_of_killed(killed: Path, tmp_path: Path, name: str) -> Path:
+    """The shared killed run, copied as a user copies a folder (``cp -a``)."""
+    run = tmp_path / name
+    shutil.copytree(killed, run, symlinks=True)
+    return run
+
+
 def _wait_for_session_to_die(sid: int, timeout: float = 30.0) -> None:
     """Ray's trial workers run in process groups of their own and outlive a killed driver by
     a second or two (still writing checkpoints): wait until no live process of the session is left."""
@@ -109,8 +133,8 @@ def _wait_for_session_to_die(sid: int, timeout: float = 30.0) -> None:
         time.sleep(0.2)
 
 
-def test_sigkilled_sweep_resumes_without_losing_or_double_counting(ray_session, tmp_path) -> None:
-    run = _killed_run(tmp_path, "killed")
+def test_sigkilled_sweep_resumes_without_losing_or_double_counting(ray_session, killed, tmp_path) -> None:
+    run = _copy_of_killed(killed, tmp_path, "killed")
     before = _events(run)
     ended_before = {e["trial_id"] for e in before if e["event"] == "end"}
     assert ended_before, "the sweep was killed before any trial ended"
@@ -148,11 +172,11 @@ def test_sigkilled_sweep_resumes_without_losing_or_double_counting(ray_session, 
     assert json.loads((run / "summary.json").read_text())["trials"] == len(frame)
 
 
-def test_a_resume_puts_back_rays_state_file_that_the_kill_cut_off(ray_session, tmp_path) -> None:
+def test_a_resume_puts_back_rays_state_file_that_the_kill_cut_off(ray_session, killed, tmp_path) -> None:
     """Tune rewrites its experiment state in place: a kill mid-write leaves it empty, and Tune
     would restart the sweep from nothing (its searcher without a search space). The resume
     puts back costtune's last complete copy, says so in one line, and finishes the sweep."""
-    run = _killed_run(tmp_path, "cut")
+    run = _copy_of_killed(killed, tmp_path, "cut")
     states = sorted((run / "ray").glob("experiment_state-*.json"))
     session = states[-1].name.removeprefix("experiment_state-").removesuffix(".json")
     assert states and (run / ".ray_state" / f"snapshot-{session}.zip").is_file()
@@ -184,13 +208,11 @@ def _digest(run: Path) -> dict[str, str]:
 
 
 def test_a_copied_or_moved_run_resumes_into_itself_and_leaves_the_original_untouched(
-    ray_session, tmp_path
+    ray_session, killed, tmp_path
 ) -> None:
-    original = _killed_run(tmp_path, "original")
-    copy, second, moved = tmp_path / "copy", tmp_path / "second", tmp_path / "moved"
-    shutil.copytree(original, copy, symlinks=True)
-    shutil.copytree(original, second, symlinks=True)
+    original = killed  # its digest is checked here and again when the module's tests are done
     untouched = _digest(original)
+    copy = _copy_of_killed(original, tmp_path, "copy")
     ledger_before = _events(copy)
 
     result = resume_sweep(copy)  # Tune restores callbacks pickled with the original's paths
@@ -207,30 +229,28 @@ def test_a_copied_or_moved_run_resumes_into_itself_and_leaves_the_original_untou
     assert set(frame["trial_id"]) - {t for t in frame["trial_id"] if t in trial_dirs} <= set(
         frame.loc[frame["stop_reason"] == "interrupted", "trial_id"]
     )
-    # a second copy of the same run, in the same Ray session: Tune names its driver staging
-    # folder by the run's first start, so this resume met the first one's files there and
-    # restored its finished search (3 of 6 trials, stop 54) unless each resume stages its own
-    again = resume_sweep(second)
-    assert (again.trials["stop_reason"] != "interrupted").sum() == 6
-    assert _digest(original) == untouched
 
-    shutil.move(original, moved)
+    # a copy moved before its resume, resumed by the CLI in a process of its own
+    staged, moved = _copy_of_killed(original, tmp_path, "staged"), tmp_path / "moved"
+    shutil.move(staged, moved)
     done = _resume_in_a_new_process(moved)
     assert done.returncode == 0, done.stderr[-2000:]
     assert "Traceback" not in done.stdout + done.stderr
-    assert not original.exists()  # the old path is not recreated
+    assert not staged.exists()  # the old path is not recreated
+    assert _digest(original) == untouched
     moved_frame = pd.read_csv(moved / "trials.csv")
     assert (moved_frame["stop_reason"] != "interrupted").sum() == 6
-    assert all(str(original) not in line for line in (moved / "ledger.jsonl").read_text().splitlines())
+    for line in (moved / "ledger.jsonl").read_text().splitlines():
+        assert str(staged) not in line and str(original) not in line
 
 
 def test_a_resume_survives_checkpoints_that_vanished_after_tunes_last_snapshot(
-    ray_session, tmp_path, capfd
+    ray_session, killed, tmp_path, capfd
 ) -> None:
     """Tune's snapshot lags the run: it may name checkpoints that are gone (deleted by
     num_to_keep, or never finished by a killed worker). The worst case, forced here: every
     checkpoint of the unfinished trials is gone; they resume from the start."""
-    run = _killed_run(tmp_path, "vanished", running_epochs=2)
+    run = _copy_of_killed(killed, tmp_path, "vanished")
     ended = {e["trial_id"] for e in _events(run) if e["event"] == "end"}
     removed = []
     for trial_dir in (run / "ray").iterdir():
@@ -284,12 +304,12 @@ def _forget_in_tunes_snapshot(run: Path, trial_id: str) -> None:
 
 
 def test_a_trial_that_ended_after_tunes_last_snapshot_counts_toward_num_samples(
-    ray_session, tmp_path
+    ray_session, killed, tmp_path
 ) -> None:
     """A trial can start and end between two of Tune's saves: the books hold it (judged,
     paid), the restored experiment does not. The resumed sweep must not sample a trial more in
     its place: num_samples in all, the lost one kept with its stop reason."""
-    run = _killed_run(tmp_path, "lag")
+    run = _copy_of_killed(killed, tmp_path, "lag")
     lost = [e["trial_id"] for e in _events(run) if e["event"] == "end"][-1]
     _forget_in_tunes_snapshot(run, lost)
 
@@ -488,7 +508,7 @@ def test_a_resume_of_a_run_whose_log_was_cut_short_is_refused_and_writes_nothing
     assert _digest(run) == before
 
 
-def test_a_run_killed_before_its_first_tables_is_refused_when_its_log_was_cut_short(tmp_path) -> None:
+def test_a_run_killed_before_its_first_tables_is_refused_when_its_log_was_cut_short(killed, tmp_path) -> None:
     """Before: until the sweep first wrote its tables (at a trial's end, at most every few
     seconds) nothing recorded what the log held, and a resume read a cut log as it was. The
     mark saved with each of Ray's state snapshots is that record now, and the fresher one: the
@@ -497,7 +517,7 @@ def test_a_run_killed_before_its_first_tables_is_refused_when_its_log_was_cut_sh
 
     from costtune.cli import main
 
-    run = _killed_run(tmp_path, "marked")
+    run = _copy_of_killed(killed, tmp_path, "marked")
     log = run / "ledger.jsonl"
     mark = json.loads((run / ".ray_state" / "ledger-mark.json").read_text())
     assert mark["bytes"] > 0 and mark == ledger_digest(log, mark["bytes"])  # lines the log begins with

@@ -111,9 +111,12 @@ def test_cli_sweep_end_to_end_prints_the_cost_table(ray_session, tmp_path) -> No
     assert yaml.safe_load((out / "config.yaml").read_text())["seed"] == 7
 
 
-def _one_at_a_time(trainable, param_space: dict, metric: str, mode: str, tmp_path) -> Any:
+def _one_at_a_time(
+    trainable, param_space: dict, metric: str, mode: str, tmp_path, reuse_actors: bool = True
+) -> Any:
     """A plain ``tune.Tuner`` with ``CostAwareHyperBand`` (rungs at epochs 1 and 3 of 9, η = 3)
-    that runs one trial at a time."""
+    that runs one trial at a time, on actors reused from trial to trial (a fifth of the time)
+    unless ``reuse_actors`` is False, Ray's default."""
     from ray import tune
 
     from costtune.ray import CostAwareHyperBand
@@ -126,6 +129,7 @@ def _one_at_a_time(trainable, param_space: dict, metric: str, mode: str, tmp_pat
             mode=mode,
             max_concurrent_trials=1,
             scheduler=CostAwareHyperBand(max_epochs=9, grace_epochs=1, eta=3, brackets=1),
+            reuse_actors=reuse_actors,
         ),
         run_config=tune.RunConfig(storage_path=str(tmp_path), verbose=0),
     )
@@ -184,6 +188,7 @@ def test_a_trial_a_rung_stopped_is_taken_up_where_it_stopped_if_it_makes_the_cut
         "loss",
         "min",
         tmp_path,
+        reuse_actors=False,  # a paused trial's actor is let go and a new one restores it
     )
     results = tuner.fit()
     assert not results.errors
