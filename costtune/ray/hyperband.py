@@ -49,7 +49,10 @@ class CostAwareHyperBand(GovernedMixin, FIFOScheduler):
     is stopped), and the searcher is told it ended there. Once the searcher has made its last
     trial, a free worker takes up a paused trial that makes its rung's cut as the rung stands
     then; when nothing runs and none does, the paused trials end (``rung_pruned``). A resumed
-    sweep ends the trials that were paused when it was interrupted.
+    sweep ends the trials that were paused when it was interrupted. With Ray's
+    ``OptunaSearch`` in a plain ``tune.Tuner``, each epoch of a taken-up trial logs Ray's
+    warning that the searcher received a result for a finished trial (it was told the trial
+    ended at its rung); ``costtune sweep`` drops those lines.
 
     Args:
         metric: metric to optimise; usually set through ``TuneConfig``.
