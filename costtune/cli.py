@@ -628,10 +628,37 @@ def watch_idle(
 
 @main.command()
 @click.argument("curves", type=click.Path(path_type=Path))
-@click.option("--scheduler", type=click.Choice(["hyperband", "fifo"]), default="hyperband", show_default=True)
-@click.option("--grace-epochs", type=click.IntRange(min=1), default=DEFAULTS.grace_epochs, show_default=True)
-@click.option("--eta", type=click.IntRange(min=2), default=DEFAULTS.eta, show_default=True)
-@click.option("--brackets", type=click.IntRange(min=1), default=DEFAULTS.brackets, show_default=True)
+@click.option(
+    "--scheduler",
+    type=click.Choice(["hyperband", "fifo"]),
+    default="hyperband",
+    show_default=True,
+    help="hyperband: costtune's rungs, as a sweep's default decides; fifo: no early stopping, "
+    "each configuration to its last recorded epoch.",
+)
+@click.option(
+    "--grace-epochs",
+    type=click.IntRange(min=1),
+    default=DEFAULTS.grace_epochs,
+    show_default=True,
+    help="The first rung, in epochs (a run directory's own unless given).",
+)
+@click.option(
+    "--eta",
+    type=click.IntRange(min=2),
+    default=DEFAULTS.eta,
+    show_default=True,
+    help="A rung keeps the top 1/eta of the trials that reached it, by loss, at least one (a run "
+    "directory's own unless given).",
+)
+@click.option(
+    "--brackets",
+    type=click.IntRange(min=1),
+    default=DEFAULTS.brackets,
+    show_default=True,
+    help="Hyperband brackets; bracket s has its first rung at grace-epochs × eta^s (a run "
+    "directory's own unless given).",
+)
 @click.option(
     "--searcher",
     type=click.Choice(["order", "random", "tpe", "gp"]),
@@ -642,9 +669,19 @@ def watch_idle(
 )
 @click.option("--seed", type=int, default=0, show_default=True, help="for --searcher random, tpe and gp")
 @click.option(
-    "--budget", type=click.FloatRange(min=0, min_open=True), default=None, help="USD for the replay."
+    "--budget",
+    type=click.FloatRange(min=0, min_open=True),
+    default=None,
+    help="USD for the replay: it ends once it has spent this much [default: no limit].",
 )
-@click.option("--workers", type=click.IntRange(min=1), default=1, show_default=True)
+@click.option(
+    "--workers",
+    type=click.IntRange(min=1),
+    default=1,
+    show_default=True,
+    help="Configurations trained at once on the simulated clock (a run directory's own "
+    "max_concurrent_trials unless given).",
+)
 @click.option(
     "--price",
     type=click.FloatRange(min=0),
@@ -659,7 +696,9 @@ def watch_idle(
     show_default=True,
     help="default target: the recorded best at the last epoch (final) or at any epoch (any).",
 )
-@click.option("--json", "as_json", is_flag=True)
+@click.option(
+    "--json", "as_json", is_flag=True, help="Print the target, settings, both replays and findings as JSON."
+)
 @click.pass_context
 def replay(
     ctx: click.Context,
@@ -706,12 +745,16 @@ def replay(
                     "--price: the run billed device types at prices of their own; replay it without --price"
                 )
             table = list(curves_from_frame(recorded_from.frame).values())
-            # the run's own rungs, unless given here
-            run_scheduler = load_run(curves).config.scheduler
-            if ctx.get_parameter_source("grace_epochs") is click.core.ParameterSource.DEFAULT:
-                grace_epochs = run_scheduler.grace_epochs
-            if ctx.get_parameter_source("eta") is click.core.ParameterSource.DEFAULT:
-                eta = run_scheduler.eta
+            # the run's own rungs and workers, unless given here
+            run_config = load_run(curves).config
+
+            def unless_given(name: str, own: Any, given: Any) -> Any:
+                return own if ctx.get_parameter_source(name) is click.core.ParameterSource.DEFAULT else given
+
+            grace_epochs = unless_given("grace_epochs", run_config.scheduler.grace_epochs, grace_epochs)
+            eta = unless_given("eta", run_config.scheduler.eta, eta)
+            brackets = unless_given("brackets", run_config.scheduler.brackets, brackets)
+            workers = unless_given("workers", run_config.max_concurrent_trials or workers, workers)
         else:
             table = list(load_curves(str(curves.resolve())).values())
         if price is None:

@@ -402,12 +402,15 @@ def test_replay_of_a_run_directory_uses_its_own_curves_prices_and_best(small_run
     shown = CliRunner().invoke(main, ["replay", str(run)])
     assert shown.exit_code == 0, shown.output
     assert "$0.5/device-hour, the run's own (cpu)" in shown.output and "(the run's best)" in shown.output
+    assert "2 worker(s)" in shown.output  # the run's own max_concurrent_trials
+    one = CliRunner().invoke(main, ["replay", str(run), "--workers", "1"])
+    assert one.exit_code == 0 and "1 worker(s)" in one.output, one.output
     done = CliRunner().invoke(main, ["replay", str(run), "--json"])
     data = json.loads(done.output)
     assert data["target"] == pytest.approx(small_run.summary["best_metric"])  # val_loss: its own loss
-    # the recorded trials, each to its end, reach the run's best; the run's own rungs, one worker in
-    # file order, decide on the same curves (whether they keep the run's best depends on the order
-    # the two workers of the run happened to bring the trials to a rung in)
+    # the recorded trials, each to its end, reach the run's best; the run's own rungs and two workers,
+    # in file order, decide on the same curves (whether they keep the run's best depends on the order
+    # the run's two workers happened to bring the trials to a rung in: its epoch times, replayed)
     recorded, ours = data["runs"]["recorded"], data["runs"]["costtune"]
     assert recorded["cost_to_target_usd"] is not None, data["runs"]
     assert recorded["best_val_loss"] == pytest.approx(small_run.summary["best_metric"])
