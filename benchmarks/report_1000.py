@@ -70,6 +70,7 @@ def write_run(out: Path, trials: int, epochs: int, seed: int = 0) -> None:
                     f"{t:05d}", epoch=epoch, seconds=seconds, metrics={"loss": loss}, config=cfg
                 )
             ledger.end(f"{t:05d}", status="TERMINATED", stop_reason="completed")
+        ledger.write_tables(out)  # as a finished sweep leaves it: the tables record the log they read
     finally:
         os.fsync = fsync  # type: ignore[assignment]
 
