@@ -83,6 +83,35 @@ def test_ledger_summary_counts_savings_against_full_training() -> None:
     assert s["best_trial_metrics"]["epoch"] == 3.0
 
 
+def test_the_saving_extrapolates_further_epochs_not_the_start_up() -> None:
+    """A trial's first epoch carries its worker's start-up: the epochs it did not run are
+    charged at what one more epoch cost it, and a trial with one report at the lower of its
+    own rate and the sweep's median rate, so a stopped trial's start-up is not multiplied by
+    max_epochs."""
+    spec = LedgerSpec(metric="loss", mode="min", cost_model=CostModel(prices={"cpu": 3600.0}), max_epochs=10)
+    ledger = Ledger(spec)  # $1 per second
+
+    def run(trial_id: str, start_up: float, per_epoch: float, epochs: int) -> None:
+        for epoch in range(1, epochs + 1):
+            ledger.record_result(
+                trial_id, epoch=epoch, seconds=start_up + per_epoch * epoch, metrics={"loss": 1 / epoch}
+            )
+
+    run("full", 30.0, 1.0, 10)  # ran max_epochs: charged what it ran, 40
+    run("pruned", 30.0, 2.0, 3)  # 36 spent, 7 epochs more at 2: 50
+    run("first", 30.0, 1.0, 1)  # 31 spent, 9 more at min(31, median of 1 and 2): 31 + 13.5
+    run("cheap", 0.0, 0.5, 1)  # 0.5 spent, 9 more at min(0.5, 1.5): 5
+    full = ledger.costs_if_ran_full_usd()
+    assert full == pytest.approx({"full": 40.0, "pruned": 50.0, "first": 44.5, "cheap": 5.0})
+    s = ledger.summary()
+    assert s["cost_if_all_ran_full_usd"] == pytest.approx(139.5)
+    assert s["saved_fraction"] == pytest.approx(1 - (40 + 36 + 31 + 0.5) / 139.5)
+    # the report's counterfactual curve ends at the same dollars
+    from costtune.core.analysis import best_so_far_had_all_run_full
+
+    assert best_so_far_had_all_run_full(ledger)[-1].usd == pytest.approx(139.5)
+
+
 def test_ledger_baseline_metric_is_the_roi_reference() -> None:
     spec = LedgerSpec(metric="acc", mode="max", cost_model=CostModel(), baseline_metric=0.5)
     ledger = Ledger(spec)

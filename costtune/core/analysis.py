@@ -185,24 +185,25 @@ def best_so_far(ledger: Ledger) -> list[BestSoFar]:
 
 def best_so_far_had_all_run_full(ledger: Ledger) -> list[BestSoFar]:
     """The counterfactual the saving is measured against: the same trials, in the order
-    they started, each paid to ``max_epochs`` at its own metered cost per epoch (as
-    :meth:`Ledger.cost_if_all_ran_full_usd`), each bringing the best value it reached.
+    they started, each paid to ``max_epochs`` (as :meth:`Ledger.costs_if_ran_full_usd`),
+    each bringing the best value it reached.
 
     Its last point's dollars are ``cost_if_all_ran_full_usd``. What a stopped trial would
     have reached had it gone on is unknown; its observed best stands in (an optimistic
     counterfactual for the stopped trials, so the saving it shows is not overstated).
     """
     max_epochs = ledger.spec.max_epochs
-    if max_epochs is None:
+    full = ledger.costs_if_ran_full_usd()
+    if max_epochs is None or full is None:
         return []
     order = list(dict.fromkeys(trial_id for trial_id, *_ in ledger.timeline))
     spent, best = 0.0, math.nan
     points: list[BestSoFar] = []
     for trial_id in order:
         record = ledger.trials[trial_id]
-        if record.epochs == 0:
+        if trial_id not in full:
             continue
-        spent += ledger.cost_usd(record) / record.epochs * max(max_epochs, record.epochs)
+        spent += full[trial_id]
         value = ledger.best_metric(record)
         if ledger.spec.direction.better(value, best):
             best = value

@@ -543,19 +543,51 @@ class Ledger:
         }
 
     def cost_if_all_ran_full_usd(self) -> float | None:
-        """What the sweep would have cost had every trial trained to ``max_epochs``.
+        """What the sweep would have cost had every trial trained to ``max_epochs``: the sum
+        of :meth:`costs_if_ran_full_usd` (``None`` without ``max_epochs``)."""
+        full = self.costs_if_ran_full_usd()
+        return None if full is None else sum(full.values())
 
-        Each trial's metered cost per epoch, extrapolated to ``max_epochs`` (a trial that
-        ran further than that is charged what it ran).
+    def costs_if_ran_full_usd(self) -> dict[str, float] | None:
+        """Each trial's cost had it trained to ``max_epochs``, by trial id (trials that
+        reported no epoch are left out; ``None`` without ``max_epochs``).
+
+        What it spent, and each epoch it did not run at the seconds one more of its epochs
+        took: its metered seconds from its first report to its last, per epoch (the first
+        carries the worker's start-up and data loading, which further epochs do not pay
+        again). A trial with a single report is charged the lower of its own seconds per
+        epoch and the sweep's median of those rates, so a start-up is never extrapolated
+        as if every epoch paid it. A trial that ran ``max_epochs`` or more is charged what
+        it ran.
         """
-        if self.spec.max_epochs is None:
+        max_epochs = self.spec.max_epochs
+        if max_epochs is None:
             return None
-        total = 0.0
-        for r in self.trials.values():
+        steady = {t: self.seconds_per_further_epoch(r) for t, r in self.trials.items()}
+        known = [rate for rate in steady.values() if rate is not None]
+        typical = statistics.median(known) if known else math.inf
+        full: dict[str, float] = {}
+        for trial_id, r in self.trials.items():
             if r.epochs == 0:
                 continue
-            total += self.cost_usd(r) / r.epochs * max(self.spec.max_epochs, r.epochs)
-        return total
+            rate = steady[trial_id]
+            if rate is None:
+                rate = min(r.seconds / r.epochs, typical)
+            seconds = r.seconds + max(0, max_epochs - r.epochs) * rate
+            full[trial_id] = self.spec.cost_model.cost_usd(seconds, r.devices, r.device_kind)
+        return full
+
+    @staticmethod
+    def seconds_per_further_epoch(record: TrialRecord) -> float | None:
+        """Metered seconds per epoch between a trial's first report and its last (``None``:
+        one report, or none)."""
+        reports = record.metric_history
+        if len(reports) < 2:
+            return None
+        (first, at_first, _), (last, at_last, _) = reports[0], reports[-1]
+        if last <= first:
+            return None
+        return max(0.0, at_last - at_first) / (last - first)
 
     # ------------------------------------------------------------------ writing
     def write_tables(self, directory: Path | str, **extra: Any) -> dict[str, Any]:

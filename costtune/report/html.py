@@ -239,16 +239,21 @@ def money_panel(ledger: Ledger) -> Panel:
         )
     ys = [p.metric for p in points] + [p.metric for p in full]
     counterfactual = full[-1].usd if full else None
-    beyond = (
-        f" Dashed: the same trials had each been paid to max_epochs (their observed best; what the "
-        f"saving is measured against): {usd_text(counterfactual)} in all, past the right edge "
-        "(double-click the chart to see it whole)."
-        if counterfactual is not None and counterfactual > spent
-        else ""
-    )
-    # the axis ends at the dollars spent: the counterfactual runs on past the edge, so the
-    # sweep's own curve uses the width
-    xaxis = dollar_axis("sweep dollars spent", spent, range=[0, spent * 1.03] if spent > 0 else None)
+    # the axis ends just past the dollars spent: the counterfactual runs on past the edge, so
+    # the sweep's own curve uses the width
+    edge = spent * 1.03
+    beyond = ""
+    if counterfactual is not None and counterfactual > spent:
+        beyond = (
+            f" Dashed: the same trials had each been paid to max_epochs (their observed best; what "
+            f"the saving is measured against): {usd_text(counterfactual)} in all"
+            + (
+                ", past the right edge (double-click the chart to see it whole)."
+                if counterfactual > edge
+                else "."
+            )
+        )
+    xaxis = dollar_axis("sweep dollars spent", spent, range=[0, edge] if spent > 0 else None)
     return Panel(
         "money",
         "Best so far against dollars",
@@ -1385,8 +1390,8 @@ def report_cards(report: Report) -> str:
     saved_text = "–" if saved is None else f"{saved:.0%}"
     against = (
         f"against {usd(full)}: what the same {s['trials']} trials would have cost had each run to "
-        f"max_epochs ({report.run.config.max_epochs}) at its own metered cost per epoch. An "
-        "extrapolation, not a measured run."
+        f"max_epochs ({report.run.config.max_epochs}), each further epoch at what one more of its "
+        "epochs cost (a start-up paid once). An extrapolation, not a measured run."
     )
     hours = f"{s['total_device_hours']:.3g} device-hours" + (
         f", {s['total_gpu_hours']:.3g} GPU-hours" if s.get("total_gpu_hours") else ""
