@@ -8,6 +8,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 REPO = Path(__file__).resolve().parent.parent
@@ -435,3 +436,41 @@ def test_the_dehb_peer_runs_its_own_search_over_a_pool_from_scratch_and_reproduc
     assert [(e.config_id, e.epoch) for e in families.run_dehb(table, 5, budget).epochs] != [
         (e.config_id, e.epoch) for e in sim.epochs
     ]
+
+
+def test_the_clairvoyant_bound_is_below_every_scheduler_with_the_same_first_rung() -> None:
+    """screening_floor.py's two bounds on a small crossing-curves pool, for several seeds: the
+    clairvoyant pays the first 5 epochs of each configuration before the target's, and no
+    recorded scheduler (the default, Optuna's SHA, Ray's ASHA) pays less in the same order;
+    the default told each curve's final loss reaches the pool's best final loss, and with
+    its own losses it is the default's replay."""
+    sys.path.insert(0, str(REPO / "benchmarks"))
+    import families
+    import screening_floor
+
+    from costtune.core.curves import curves_from_frame
+    from costtune.replay import ReplaySettings, replay_pool
+    from costtune.search.pool import OrderedPool
+
+    table = list(curves_from_frame(families.synthetic_pool("crossing", 2, configs=40, epochs=30)).values())
+    best = min(float(c.val_loss[-1]) for c in table)
+    for seed in range(4):
+        floor = screening_floor.floor_cost(table, seed, best)
+        order = []
+        pool = OrderedPool(table, seed=seed)
+        while (curve := pool.ask()) is not None:
+            order.append(curve)
+        at = next(i for i, c in enumerate(order) if (c.val_loss <= best).any())
+        hit = int(np.flatnonzero(order[at].val_loss <= best)[0])
+        seconds = sum(float(c.epoch_seconds[:5].sum()) for c in order[:at]) + float(
+            order[at].epoch_seconds[: hit + 1].sum()
+        )
+        assert floor == pytest.approx(seconds / 3600 * families.PRICE)
+        for method in ("default", "optuna-sha", "ray-asha"):
+            cost = families.run_method(method, table, "random", seed).cost_to_target(best)
+            assert cost is None or floor <= cost + 1e-12
+        default = replay_pool(table, ReplaySettings(searcher="random", seed=seed, price=families.PRICE))
+        assert default.simulation.cost_to_target(best) == families.run_method(
+            "default", table, "random", seed
+        ).cost_to_target(best)
+        assert screening_floor.perfect_ranks(table, seed).cost_to_target(best) is not None
