@@ -14,8 +14,11 @@ The second bound is nearer what a model of the curves could buy: the default's o
 (late promotion included, replayed by :func:`costtune.replay.replay_pool` as ``costtune
 replay`` does), each rung ranking a trial by the loss its curve ends at instead of the loss
 it has now (:func:`perfect_ranks`): a perfect curve model inside the default's decisions.
+With ``--searcher tpe`` only this one is measured (the clairvoyant's order would not be the
+one TPE proposes); it is paired with the TPE runs of the same pool and seed, whose searcher
+heard other results, so it is a comparison, not a bound.
 
-    .venv/bin/python benchmarks/screening_floor.py
+    .venv/bin/python benchmarks/screening_floor.py [--searcher tpe] [--jobs 2]
 
 prints one table per target (the pool's best final loss and its 5th best): per family, the
 clairvoyant's geometric-mean dollars ÷ budget, and the geometric mean over paired runs of
@@ -27,7 +30,9 @@ from __future__ import annotations
 import argparse
 import sys
 from collections.abc import Sequence
+from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -63,10 +68,11 @@ def floor_cost(table: Sequence[Curve], seed: int, target: float, grace: int = GR
     return None
 
 
-def perfect_ranks(table: Sequence[Curve], seed: int) -> Simulation:
-    """The default's replay of ``table`` in the random order of ``seed``, its rungs told each
-    trial's final loss (its last recorded epoch's) in place of its loss at the rung."""
-    settings = ReplaySettings(searcher="random", seed=seed, price=PRICE)
+def perfect_ranks(table: Sequence[Curve], seed: int, searcher: str = "random") -> Simulation:
+    """The default's replay of ``table`` with ``searcher`` and ``seed``, its rungs told each
+    trial's final loss (its last recorded epoch's) in place of its loss at the rung (the
+    searcher is told what the trial observed, as in every replay)."""
+    settings = ReplaySettings(searcher=searcher, seed=seed, price=PRICE)
     longest = max(c.epochs for c in table)
     policy = policy_of(settings, longest)
     final = {c.config_id: float(c.val_loss[-1]) for c in table}
@@ -78,50 +84,81 @@ def perfect_ranks(table: Sequence[Curve], seed: int) -> Simulation:
     return replay_pool(table, settings, policy=policy).simulation
 
 
+def bound_rows(family: str, pool: str, seed: int, searcher: str) -> list[dict[str, Any]]:
+    """Both bounds (the clairvoyant's with random search only) for one pool and seed."""
+    table, budget, targets = _table(family, pool)
+    ranked = perfect_ranks(table, seed, searcher)
+    rows = []
+    for name, target in targets.items():
+        perfect = ranked.cost_to_target(target)
+        row = {
+            "family": family,
+            "pool": pool,
+            "seed": seed,
+            "target": name,
+            "perfect ranks": 1.0 if perfect is None else perfect / budget,
+            "perfect ranks reached": perfect is not None,
+        }
+        if searcher == "random":
+            floor = floor_cost(table, seed, target)
+            row["clairvoyant"] = 1.0 if floor is None else floor / budget
+        rows.append(row)
+    return rows
+
+
+def _bound_rows(args: tuple[str, str, int, str]) -> list[dict[str, Any]]:
+    return bound_rows(*args)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument(
         "--runs",
         type=Path,
-        default=HERE / "results" / "families-random.csv.gz",
-        help="the recorded random-search runs to pair with (families.py --out)",
+        default=None,
+        help="the recorded runs to pair with (families.py --out; default: "
+        "results/families-<searcher>.csv.gz)",
     )
+    parser.add_argument("--searcher", choices=["random", "tpe"], default="random")
+    parser.add_argument("--families", default="lcbench,real,synthetic")
     parser.add_argument(
         "--methods", default="default,optuna-sha,ray-asha", help="the recorded methods to compare with"
     )
+    parser.add_argument("--jobs", type=int, default=1)
+    parser.add_argument("--out", type=Path, default=None, help="write every run's bounds (CSV)")
+    parser.add_argument(
+        "--from", dest="from_", type=Path, default=None, help="run nothing: tables of these bounds"
+    )
     args = parser.parse_args(argv)
-    runs = pd.read_csv(args.runs)
+    runs = pd.read_csv(args.runs or HERE / "results" / f"families-{args.searcher}.csv.gz")
     methods = args.methods.split(",")
-    runs = runs[(runs["searcher"] == "random") & runs["method"].isin(methods)]
-    rows = []
-    for (family, pool, seed), _ in runs.groupby(["family", "pool", "seed"]):
-        table, budget, targets = _table(family, pool)
-        ranked = perfect_ranks(table, int(seed))
-        for name, target in targets.items():
-            floor = floor_cost(table, int(seed), target)
-            perfect = ranked.cost_to_target(target)
-            rows.append(
-                {
-                    "family": family,
-                    "pool": pool,
-                    "seed": seed,
-                    "target": name,
-                    "clairvoyant": 1.0 if floor is None else floor / budget,
-                    "perfect ranks": 1.0 if perfect is None else perfect / budget,
-                    "perfect ranks reached": perfect is not None,
-                }
-            )
-    bounds = pd.DataFrame(rows)
+    runs = runs[
+        (runs["searcher"] == args.searcher)
+        & runs["method"].isin(methods)
+        & runs["family"].isin(args.families.split(","))
+    ]
+    if args.from_ is not None:
+        bounds = pd.read_csv(args.from_)
+    else:
+        jobs = [
+            (str(family), str(pool), int(seed), args.searcher)
+            for (family, pool, seed), _ in runs.groupby(["family", "pool", "seed"])
+        ]
+        with ProcessPoolExecutor(args.jobs) as executor:
+            bounds = pd.DataFrame([row for rows in executor.map(_bound_rows, jobs) for row in rows])
+        if args.out is not None:
+            bounds.to_csv(args.out, index=False)
+    kinds = ["clairvoyant", "perfect ranks"] if "clairvoyant" in bounds else ["perfect ranks"]
     for name in ("best", "top5"):
         what = "best final loss" if name == "best" else "5th best final loss"
         print(
-            f"\n| {what}, random search | runs | bound | reached | $ ÷ budget | "
+            f"\n| {what}, {args.searcher} | runs | bound | reached | $ ÷ budget | "
             + " | ".join(f"× {m}" for m in methods)
             + " |"
         )
         print("|---|---:|---|---:|---:|" + "---:|" * len(methods))
         for family, part in bounds[bounds["target"] == name].groupby("family"):
-            for bound in ("clairvoyant", "perfect ranks"):
+            for bound in kinds:
                 cells = []
                 for method in methods:
                     theirs = runs[(runs["family"] == family) & (runs["method"] == method)]
