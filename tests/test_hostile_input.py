@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import math
 
 import pytest
@@ -336,6 +337,26 @@ def test_a_curves_table_with_a_word_for_a_number_is_refused_without_quoting_it(t
     result = CliRunner().invoke(main, ["replay", str(path)])
     _refused_in_one_line(result, "curves: 'val_loss' must be a number in every row; data row 2")
     assert "HUNTER2" not in result.output
+
+
+def test_a_run_directory_whose_config_was_damaged_is_refused_naming_that_file(tmp_path) -> None:
+    """report and replay of a run whose config.yaml lost a key or holds a bad value: one line
+    naming the run's config.yaml and the field, exit 2, the log untouched. (A resume checks Tune's state first; tests/test_resume.py edits a real run's.)"""
+    run = tmp_path / "run"
+    run.mkdir()
+    line = {"event": "result", "trial_id": "t", "epoch": 1, "seconds": 1.0, "metrics": {"loss": 0.5}}
+    log = json.dumps({**line, "device_kind": "cpu", "devices": 1.0, "increment": None}) + "\n"
+    (run / "ledger.jsonl").write_text(log)
+    for text, says in [
+        (yaml.safe_dump({**VALID, "name": None}), "name: "),
+        (yaml.safe_dump({k: v for k, v in VALID.items() if k != "max_epochs"}), "max_epochs: required key"),
+        (yaml.safe_dump({**VALID, "num_samples": -3}), "num_samples: "),
+    ]:
+        (run / "config.yaml").write_text(text)
+        for argv in (["report", str(run)], ["replay", str(run)]):
+            result = CliRunner().invoke(main, argv)
+            _refused_in_one_line(result, f"run: {run}/config.yaml: {says}")
+    assert (run / "ledger.jsonl").read_text() == log
 
 
 def test_python_api_arguments_are_checked_before_anything_is_created(tmp_path) -> None:

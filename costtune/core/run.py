@@ -59,7 +59,10 @@ def load_run_config(directory: str | Path, for_resume: bool = False) -> SweepCon
                 f"config.yaml: {changed[0]} is set, an option this version of costtune no longer has; "
                 "finish the sweep with the version that started it"
             )
-    return parse_config(raw, saved=True)
+    try:
+        return parse_config(raw, saved=True)
+    except ConfigError as exc:  # which file: a run's config.yaml, not the one a user passed
+        raise ConfigError(f"run: {directory}/config.yaml: {exc}") from None
 
 
 def load_run(directory: str | Path) -> Run:
