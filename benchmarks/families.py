@@ -418,6 +418,31 @@ def run_method(method: str, table: Sequence[Curve], searcher: str, seed: int) ->
             next_curve=fork.ask,
             on_trial_end=fork.tell,
         )
+    if searcher == "tpe-pruned":  # the lab's: TPE told a stopped trial as PRUNED
+        from lab.pruned_tell import PrunedTellPool
+
+        from costtune.replay import policy_of
+
+        longest = max(c.epochs for c in table)
+        pool = PrunedTellPool(table, "tpe", seed=seed)
+        if peer is None and spec:
+            raise ValueError(f"--searcher tpe-pruned replays the default and the peers, not {method}")
+        policy = (
+            policy_of(ReplaySettings(), longest)
+            if peer is None
+            else OptunaSHA()
+            if peer == "optuna-sha"
+            else RayASHA(max_t=longest)
+        )
+        return simulate(
+            [],
+            policy,
+            usd_per_device_hour=PRICE,
+            max_epochs=longest,
+            next_curve=pool.ask,
+            on_trial_end=pool.tell,
+            thaw=policy.next_promotion if peer is None else None,
+        )
     if peer is None:
         if spec.get("thaw"):
             spec["budget"] = full_cost(table)
@@ -547,7 +572,9 @@ def main() -> None:
     parser.add_argument("--families", default="lcbench,real,synthetic")
     parser.add_argument("--methods", default="default,rungs,optuna-sha,ray-asha")
     parser.add_argument("--against", default="optuna-sha,ray-asha")
-    parser.add_argument("--searcher", choices=["random", "tpe", "gp", "gp-fork"], default="random")
+    parser.add_argument(
+        "--searcher", choices=["random", "tpe", "gp", "gp-fork", "tpe-pruned"], default="random"
+    )
     parser.add_argument("--seeds", type=int, default=20)
     parser.add_argument("--first-seed", type=int, default=0)
     parser.add_argument("--pools", default=None, help="only these pools (comma-separated names)")
